@@ -1,0 +1,200 @@
+"""Load task sets: a KernelBench folder, the KernelBench dataset on the hub, CUDA-Agent-Ops-6K, or a user's files.
+
+Every loader validates each task (see `cuda_agent.tasks.validate`) and records bad ones as `LoadFailure`s instead of
+stopping, so one broken file never hides the other 249.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from cuda_agent.errors import TaskError
+from cuda_agent.tasks.task import Task
+from cuda_agent.tasks.taskset import LoadFailure, TaskSet
+from cuda_agent.tasks.validate import check_syntax, dry_run, guess_ops
+
+log = logging.getLogger(__name__)
+
+KERNELBENCH_HUB_ID = "ScalingIntelligence/KernelBench"
+OPS6K_HUB_ID = "BytedTsinghua-SIA/CUDA-Agent-Ops-6K"
+_LEVEL_DIR = re.compile(r"level_?(\d+)$", re.IGNORECASE)
+
+
+def load_task_file(path: str | Path, *, source: str = "user", level: int | None = None, validate: bool = True) -> Task:
+    """Load one task file; raise `TaskError` naming the file and the cause if it is not a usable task."""
+    path = Path(path)
+    try:
+        code = path.read_text()
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    origin = str(path)
+    if validate:
+        dry_run(code, origin)
+    else:
+        check_syntax(code, origin)
+    prefix = f"L{level}/" if level is not None else f"{source}/"
+    return Task(
+        id=prefix + path.stem,
+        code=code,
+        source=source,
+        level=level,
+        name=path.stem,
+        ops=guess_ops(code),
+        path=origin,
+    )
+
+
+def _collect(items: Iterable[tuple[str, Callable[[], Task]]], progress: Callable[[int], None] | None = None) -> TaskSet:
+    tasks: list[Task] = []
+    failures: list[LoadFailure] = []
+    for origin, make in items:
+        try:
+            tasks.append(make())
+        except TaskError as exc:
+            log.warning("skipping bad task: %s", exc)
+            failures.append(LoadFailure(origin, str(exc)))
+        if progress is not None:
+            progress(1)
+    return TaskSet(tuple(tasks), tuple(failures))
+
+
+def _task_number(path: Path) -> tuple[int, str]:
+    head = path.stem.split("_", 1)[0]
+    return (int(head) if head.isdigit() else 10**9, path.stem)
+
+
+def load_kernelbench_dir(
+    root: str | Path, levels: Iterable[int] | None = None, *, validate: bool = True
+) -> TaskSet:
+    """Load a KernelBench folder holding ``level1/``, ``level2/``, ``level3/`` (``level_1`` also accepted)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskError(f"{root}: not a folder; point at a KernelBench checkout's task folder (with level1/ ...)")
+    wanted = set(levels) if levels is not None else None
+    items: list[tuple[str, Callable[[], Task]]] = []
+    level_dirs = sorted(
+        (int(m.group(1)), d) for d in root.iterdir() if d.is_dir() and (m := _LEVEL_DIR.search(d.name))
+    )
+    if not level_dirs:
+        raise TaskError(f"{root}: no level1/, level2/ or level3/ folders found")
+    for level, folder in level_dirs:
+        if wanted is not None and level not in wanted:
+            continue
+        for path in sorted(folder.glob("*.py"), key=_task_number):
+            items.append(
+                (str(path), lambda p=path, lv=level: load_task_file(p, source="kernelbench", level=lv, validate=validate))
+            )
+    return _collect(items)
+
+
+def load_user_path(path: str | Path, *, validate: bool = True) -> TaskSet:
+    """Load a user's task file, or every ``*.py`` in a folder (recursively)."""
+    path = Path(path)
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        if any(_LEVEL_DIR.search(d.name) for d in path.iterdir() if d.is_dir()):
+            return load_kernelbench_dir(path, validate=validate)
+        files = sorted(p for p in path.rglob("*.py") if not p.name.startswith("_"))
+    else:
+        raise TaskError(f"{path}: no such file or folder")
+    return _collect((str(p), lambda p=p: load_task_file(p, source="user", validate=validate)) for p in files)
+
+
+def _row_task(row: dict[str, Any], index: int, *, source: str, origin: str, validate: bool) -> Task:
+    code = row.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise TaskError(f"{origin}: row {index} has no code")
+    where = f"{origin}#{index}"
+    if validate:
+        dry_run(code, where)
+    else:
+        check_syntax(code, where)
+    ops = row.get("ops")
+    if isinstance(ops, str):
+        ops = [o.strip() for o in re.split(r"[,\s\[\]'\"]+", ops) if o.strip()]
+    level = row.get("level")
+    name = str(row.get("name") or f"{index:05d}")
+    task_id = f"L{level}/{name}" if source == "kernelbench-hf" else f"{source}/{index:05d}"
+    return Task(
+        id=task_id,
+        code=code,
+        source=source,
+        level=int(level) if level is not None else None,
+        name=name,
+        ops=tuple(ops) if ops is not None else guess_ops(code),
+        path=None,
+        metadata={k: v for k, v in row.items() if k not in {"code", "ops", "level", "name"} and _plain(v)},
+    )
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) or value is None
+
+
+def load_rows(rows: Iterable[dict[str, Any]], *, source: str, origin: str, validate: bool = True) -> TaskSet:
+    """Build a task set from table rows with at least a ``code`` column (Ops-6K, the hub, our synthesis output)."""
+    return _collect(
+        (f"{origin}#{i}", lambda r=row, i=i: _row_task(r, i, source=source, origin=origin, validate=validate))
+        for i, row in enumerate(rows)
+    )
+
+
+def load_parquet(path: str | Path, *, source: str = "ops6k", validate: bool = True) -> TaskSet:
+    """Load a parquet file with columns ``ops``, ``data_source``, ``code`` (CUDA-Agent-Ops-6K's layout)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise TaskError(f"{path}: no such parquet file")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:
+        raise TaskError(f"{path}: not a readable parquet file: {exc}") from exc
+    if "code" not in table.column_names:
+        raise TaskError(f"{path}: no 'code' column (columns: {', '.join(table.column_names)})")
+    return load_rows(table.to_pylist(), source=source, origin=str(path), validate=validate)
+
+
+def load_hub_dataset(repo_id: str, *, split: str | None = None, source: str, validate: bool = True) -> TaskSet:
+    """Load a task set from the Hugging Face hub (needs the optional ``datasets`` package and network access)."""
+    try:
+        import datasets  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise TaskError(
+            f"loading {repo_id} from the hub needs the 'datasets' package: pip install 'cuda-agent[hub]'"
+        ) from exc
+    try:
+        data = datasets.load_dataset(repo_id, split=split)
+    except Exception as exc:
+        raise TaskError(f"{repo_id}: could not load from the hub ({type(exc).__name__}: {exc}); "
+                        "download it and pass the local file instead") from exc
+    if isinstance(data, datasets.DatasetDict):
+        merged = TaskSet(())
+        for split_name in sorted(data):
+            merged = merged.merge(load_rows(data[split_name], source=source, origin=f"{repo_id}:{split_name}",
+                                            validate=validate))
+        return merged
+    return load_rows(data, source=source, origin=repo_id, validate=validate)
+
+
+def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
+    """Load a task set from a spec string, the one the CLI takes.
+
+    - a folder with ``level1/`` ...: KernelBench; another folder or a ``.py`` file: the user's own tasks
+    - a ``.parquet`` file: CUDA-Agent-Ops-6K layout
+    - ``hub:kernelbench`` / ``hub:ops6k`` / ``hub:<repo id>``: the Hugging Face hub
+    """
+    if spec.startswith("hub:"):
+        name = spec[4:]
+        if name in {"kernelbench", KERNELBENCH_HUB_ID}:
+            return load_hub_dataset(KERNELBENCH_HUB_ID, source="kernelbench-hf", validate=validate)
+        if name in {"ops6k", OPS6K_HUB_ID}:
+            return load_hub_dataset(OPS6K_HUB_ID, split="train", source="ops6k", validate=validate)
+        return load_hub_dataset(name, source="hub", validate=validate)
+    path = Path(spec)
+    if path.suffix == ".parquet":
+        return load_parquet(path, validate=validate)
+    return load_user_path(path, validate=validate)
