@@ -1,0 +1,27 @@
+"""Small helpers for tests and benchmarks: where the KernelBench data lies, whether a GPU is here."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def kernelbench_root() -> Path | None:
+    """The KernelBench task folder (levels 1-3): ``$CUDA_AGENT_KERNELBENCH``, else ``../shared/kernelbench`` beside
+    the checkout or the current directory; None where none exists."""
+    env = os.environ.get("CUDA_AGENT_KERNELBENCH")
+    candidates = [Path(env)] if env else []
+    here = Path(__file__).resolve()
+    candidates += [parent / "shared" / "kernelbench" for parent in here.parents]
+    candidates.append(Path.cwd().parent / "shared" / "kernelbench")
+    for path in candidates:
+        if (path / "level1").is_dir():
+            return path
+    return None
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
