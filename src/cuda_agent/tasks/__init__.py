@@ -7,6 +7,7 @@ from cuda_agent.tasks.loaders import (
     load_task_file,
     load_tasks,
     load_user_path,
+    resolve_task,
 )
 from cuda_agent.tasks.task import Task
 from cuda_agent.tasks.taskset import LoadFailure, TaskSet
@@ -27,4 +28,5 @@ __all__ = [
     "load_task_file",
     "load_tasks",
     "load_user_path",
+    "resolve_task",
 ]

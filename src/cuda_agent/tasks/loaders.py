@@ -198,3 +198,24 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
     if path.suffix == ".parquet":
         return load_parquet(path, validate=validate)
     return load_user_path(path, validate=validate)
+
+
+def resolve_task(spec: str) -> Task:
+    """One task from what a user types: a task file path, or a KernelBench id (``L1/19_ReLU``, ``level1/19_ReLU``,
+    ``L1/19``) looked up in the KernelBench folder (``$CUDA_AGENT_KERNELBENCH`` or ``../shared/kernelbench``)."""
+    path = Path(spec)
+    if path.suffix == ".py" and path.is_file():
+        return load_task_file(path)
+    match = re.fullmatch(r"(?:L|level_?)(\d)/(\d+)(?:_.*)?", spec.removesuffix(".py"), re.IGNORECASE)
+    if not match:
+        raise TaskError(f"{spec}: not a task file, nor a KernelBench id such as L1/19_ReLU")
+    from cuda_agent.testing import kernelbench_root
+
+    root = kernelbench_root()
+    if root is None:
+        raise TaskError(f"{spec}: no KernelBench folder found; set CUDA_AGENT_KERNELBENCH to a folder with level1/ ...")
+    level, number = int(match.group(1)), match.group(2)
+    hits = sorted((root / f"level{level}").glob(f"{number}_*.py"))
+    if not hits:
+        raise TaskError(f"{spec}: no task {number} in {root / f'level{level}'}")
+    return load_task_file(hits[0], source="kernelbench", level=level)

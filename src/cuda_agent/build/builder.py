@@ -1,0 +1,258 @@
+"""Build a workspace's kernels into a shared library, fast and incrementally.
+
+Why it is fast: kernel files include only ``cuda_agent.h`` (no torch headers), so one translation unit compiles in
+about a second; each object is cached by the hash of everything that goes into it (source, headers, flags, nvcc
+version, architecture), so an edit recompiles only the edited file, an unchanged workspace rebuilds nothing, and
+workspaces share objects. Outputs are written to temporary names and renamed into place, so concurrent builds of
+different (or the same) workspaces never see each other's half-written files.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from cuda_agent.build import diagnostics
+from cuda_agent.build.toolchain import cuda_home, cudnn_paths, detect_arch, gencode_flags, normalize_arch, nvcc_path, nvcc_version
+from cuda_agent.errors import BuildError
+
+log = logging.getLogger(__name__)
+
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc")
+HEADER_SUFFIXES = (".cuh", ".h", ".hpp", ".inl")
+_PACKAGE_DIR = Path(__file__).resolve().parent
+INFRA_INCLUDE = _PACKAGE_DIR.parent / "workspace" / "infra" / "include"
+REGISTRY_SOURCE = _PACKAGE_DIR / "registry.cpp"
+
+Runner = Callable[[Sequence[str], Path, float], "subprocess.CompletedProcess[str]"]
+
+
+def run_local(cmd: Sequence[str], cwd: Path, timeout: float) -> "subprocess.CompletedProcess[str]":
+    """Run a compiler command on this machine (the default runner; the sandbox offers a confined one)."""
+    return subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build produced. ``diagnostics`` is the readable error text when ``ok`` is false."""
+
+    ok: bool
+    library: Path | None
+    seconds: float
+    compiled: tuple[str, ...] = ()
+    reused: tuple[str, ...] = ()
+    diagnostics: str = ""
+    log: str = ""
+    arch: str = ""
+
+    def raise_for_errors(self) -> "BuildResult":
+        if not self.ok:
+            raise BuildError(f"build failed:\n{self.diagnostics}", diagnostics=self.diagnostics, log=self.log)
+        return self
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "library": str(self.library) if self.library else None,
+            "seconds": self.seconds,
+            "compiled": list(self.compiled),
+            "reused": list(self.reused),
+            "diagnostics": self.diagnostics,
+            "log": self.log,
+            "arch": self.arch,
+        }
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """How to compile.
+
+    Attributes:
+        arch: compute capability ('90', 'sm_90', '90a'); None detects the GPU's.
+        cache_dir: where objects and libraries are kept; shared by every workspace on the machine.
+        jobs: parallel compiler processes; None uses the CPU count.
+        timeout_s: limit for each compiler call.
+        extra_cflags: more nvcc flags (e.g. '-lineinfo').
+    """
+
+    arch: str | None = None
+    cache_dir: Path | None = None
+    jobs: int | None = None
+    timeout_s: float = 300.0
+    extra_cflags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("CUDA_AGENT_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuda-agent"
+    return base / "build"
+
+
+def _sha(*parts: bytes | str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _atomic_target(final: Path) -> Path:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def _compile_flags(arch: str, extra: Sequence[str], kernels_dir: Path) -> list[str]:
+    flags = [
+        "-O3",
+        "-std=c++17",
+        "-Xcompiler=-fPIC,-O2",
+        "--expt-relaxed-constexpr",
+        "-lineinfo",
+        *gencode_flags(arch),
+        f"-I{INFRA_INCLUDE}",
+        f"-I{kernels_dir}",
+    ]
+    cudnn = cudnn_paths()
+    if cudnn:
+        flags.append(f"-I{cudnn[0]}")
+    return flags + list(extra)
+
+
+def _libraries_for(sources: dict[str, bytes], headers: dict[str, bytes]) -> list[str]:
+    text = b"\n".join([*sources.values(), *headers.values()])
+    libs: list[str] = []
+    if b"cublas" in text:
+        libs += ["-lcublas", "-lcublasLt"]
+    if b"cudnn" in text:
+        paths = cudnn_paths()
+        if paths:
+            libs += [f"-L{paths[1]}", f"-Xlinker=-rpath,{paths[1]}"]
+        libs.append("-lcudnn")
+    return libs
+
+
+def _read_tree(kernels_dir: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    sources: dict[str, bytes] = {}
+    headers: dict[str, bytes] = {}
+    if not kernels_dir.is_dir():
+        return sources, headers
+    for path in sorted(kernels_dir.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(kernels_dir.parent).as_posix()
+        if path.suffix in SOURCE_SUFFIXES:
+            sources[rel] = path.read_bytes()
+        elif path.suffix in HEADER_SUFFIXES:
+            headers[rel] = path.read_bytes()
+    return sources, headers
+
+
+def build_workspace(
+    root: str | Path,
+    *,
+    arch: str | None = None,
+    cache_dir: str | Path | None = None,
+    jobs: int | None = None,
+    runner: Runner | None = None,
+    config: BuildConfig | None = None,
+) -> BuildResult:
+    """Compile ``root/kernels`` into a shared library and return where it is.
+
+    Never raises for compiler errors: they come back in ``BuildResult.diagnostics`` (first error first, with file
+    and line) because the agent acts on them. Raises `BuildError` only when the toolchain itself is missing.
+    """
+    started = time.perf_counter()
+    config = config or BuildConfig()
+    root = Path(root).resolve()
+    arch = normalize_arch(arch or config.arch or detect_arch())
+    cache = Path(cache_dir or config.cache_dir or default_cache_dir()).resolve()
+    run = runner or run_local
+    kernels_dir = root / "kernels"
+    sources, headers = _read_tree(kernels_dir)
+    if not sources:
+        return BuildResult(False, None, time.perf_counter() - started, diagnostics=(
+            f"no kernel sources in {kernels_dir}: write at least one .cu file that includes \"cuda_agent.h\" "
+            "and exports a function with CA_EXPORT(name)"), arch=arch)
+
+    flags = _compile_flags(arch, config.extra_cflags, kernels_dir)
+    toolchain_id = _sha(nvcc_path(), nvcc_version(), " ".join(flags).replace(str(kernels_dir), "<kernels>"))
+    infra_hash = _sha((INFRA_INCLUDE / "cuda_agent.h").read_bytes())
+    header_hash = _sha(infra_hash, *(f"{k}\n".encode() + v for k, v in sorted(headers.items())))
+
+    jobs_list: list[tuple[str, Path, Path]] = []  # (label, source path, object path)
+    reg_key = _sha(toolchain_id, REGISTRY_SOURCE.read_bytes())
+    jobs_list.append(("<registry>", REGISTRY_SOURCE, cache / "obj" / f"{reg_key}.o"))
+    for rel, content in sources.items():
+        key = _sha(toolchain_id, header_hash, rel, content)
+        jobs_list.append((rel, root / rel, cache / "obj" / f"{key}.o"))
+
+    compiled: list[str] = []
+    reused: list[str] = []
+    failures: list[str] = []
+    logs: list[str] = []
+    todo = [job for job in jobs_list if not job[2].exists()]
+    reused = [label for label, _, obj in jobs_list if obj.exists() and label != "<registry>"]
+
+    def compile_one(job: tuple[str, Path, Path]) -> tuple[str, bool, str]:
+        label, source, obj = job
+        tmp = _atomic_target(obj)
+        src_arg = source.relative_to(root).as_posix() if label != "<registry>" else str(source)
+        cmd = [nvcc_path(), "-c", src_arg, "-o", str(tmp), *flags]
+        if source.suffix in (".cpp", ".cc"):
+            cmd += ["-x", "cu"] if b"__global__" in source.read_bytes() else []
+        try:
+            proc = run(cmd, root, config.timeout_s)
+        except subprocess.TimeoutExpired:
+            tmp.unlink(missing_ok=True)
+            return label, False, f"{label}: the compiler ran past {config.timeout_s:.0f} s and was stopped"
+        output = (proc.stdout or "") + (proc.stderr or "")
+        if proc.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
+            tmp.unlink(missing_ok=True)
+            return label, False, output or f"{label}: compiler exited with {proc.returncode}"
+        os.replace(tmp, obj)
+        return label, True, output
+
+    if todo:
+        workers = max(1, min(len(todo), jobs or config.jobs or os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for label, ok, output in pool.map(compile_one, todo):
+                if output.strip():
+                    logs.append(output.strip())
+                if ok:
+                    if label != "<registry>":
+                        compiled.append(label)
+                else:
+                    failures.append(output)
+    if failures:
+        text = "\n".join(failures)
+        return BuildResult(False, None, time.perf_counter() - started, tuple(compiled), tuple(reused),
+                           diagnostics.summarize(text), "\n".join(logs)[-20000:], arch)
+
+    objects = [obj for _, _, obj in jobs_list]
+    link_flags = ["-cudart=shared", f"-Xlinker=-rpath,{cuda_home() / 'lib64'}", *_libraries_for(sources, headers)]
+    lib_key = _sha(toolchain_id, *(o.name for o in objects), " ".join(link_flags))
+    library = cache / "lib" / f"libca_{lib_key[:24]}.so"
+    if not library.exists():
+        tmp = _atomic_target(library)
+        cmd = [nvcc_path(), "-shared", *gencode_flags(arch), "-o", str(tmp), *map(str, objects), *link_flags]
+        proc = run(cmd, root, config.timeout_s)
+        output = (proc.stdout or "") + (proc.stderr or "")
+        if proc.returncode != 0 or not tmp.exists():
+            tmp.unlink(missing_ok=True)
+            return BuildResult(False, None, time.perf_counter() - started, tuple(compiled), tuple(reused),
+                               "link failed:\n" + diagnostics.summarize(output), output[-20000:], arch)
+        if output.strip():
+            logs.append(output.strip())
+        os.replace(tmp, library)
+    seconds = time.perf_counter() - started
+    log.info("built %s in %.2f s (compiled %d, reused %d)", root, seconds, len(compiled), len(reused))
+    return BuildResult(True, library, seconds, tuple(compiled), tuple(reused), "", "\n".join(logs)[-20000:], arch)

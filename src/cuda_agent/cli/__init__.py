@@ -1,0 +1,1 @@
+"""The `cuda-agent` command: one module per subcommand, wired together in `main`."""

@@ -1,0 +1,49 @@
+"""`cuda-agent tasks SPEC`: load a task set and list it, with the files that failed to load."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cuda_agent.errors import CudaAgentError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("tasks")
+    def tasks_command(
+        spec: str = typer.Argument(..., help="KernelBench folder, task file or folder, .parquet (Ops-6K layout), "
+                                             "or hub:kernelbench / hub:ops6k."),
+        level: Optional[list[int]] = typer.Option(None, "--level", "-l", help="Keep these levels."),
+        ids: Optional[list[str]] = typer.Option(None, "--id", help="Keep these ids or names (shell patterns)."),
+        op: Optional[list[str]] = typer.Option(None, "--op", help="Keep tasks using any of these operators."),
+        sample: Optional[int] = typer.Option(None, help="Keep a random sample of this many tasks."),
+        seed: int = typer.Option(0, help="Seed for --sample."),
+        limit: int = typer.Option(50, help="Rows to show (0: all)."),
+    ) -> None:
+        """List a task set: ids, levels, operators; and every file that failed to load, with the reason."""
+        from cuda_agent.tasks import load_tasks
+
+        console = Console()
+        try:
+            with console.status(f"loading {spec} ..."):
+                task_set = load_tasks(spec)
+        except CudaAgentError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        task_set = task_set.filter(levels=level, ids=ids, ops=op)
+        if sample:
+            task_set = task_set.sample(sample, seed)
+        table = Table(title=f"{len(task_set)} tasks from {spec}")
+        for column in ("id", "level", "source", "ops"):
+            table.add_column(column)
+        for task in task_set.tasks[: limit or None]:
+            table.add_row(task.id, str(task.level or ""), task.source, ", ".join(task.ops[:6]))
+        console.print(table)
+        if limit and len(task_set) > limit:
+            console.print(f"... {len(task_set) - limit} more (use --limit 0 to show all)")
+        for failure in task_set.failures:
+            console.print(f"[yellow]skipped[/yellow] {failure.reason}")
+        if task_set.failures:
+            console.print(f"[yellow]{len(task_set.failures)} file(s) failed to load[/yellow]")

@@ -1,0 +1,99 @@
+"""Commands run inside a workspace: `build`, `verify`, `profile`, `submit`; and `workspace new` to make one.
+
+Inside the agent sandbox a stand-alone `cuda-agent` client forwards the same four commands to the host's pools;
+outside it (a person working by hand) they run here, on this machine's compiler and GPU.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from cuda_agent.errors import CudaAgentError
+
+console = Console()
+
+
+def _workspace(path: Path):
+    from cuda_agent.workspace import Workspace
+
+    try:
+        return Workspace.open(path)
+    except CudaAgentError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _evaluate(path: Path, profile: bool, breakdown: bool = False) -> None:
+    from cuda_agent.evaluator import EvalConfig, evaluate
+    from cuda_agent.evaluator.report import render_text
+
+    workspace = _workspace(path)
+    result = evaluate(workspace.task, workspace.root, EvalConfig(profile=profile, breakdown=breakdown))
+    console.print(render_text(result))
+    raise typer.Exit(0 if result.correct else 1)
+
+
+def register(app: typer.Typer) -> None:
+    workspace_app = typer.Typer(help="Create workspaces.", no_args_is_help=True)
+    app.add_typer(workspace_app, name="workspace")
+
+    @workspace_app.command("new")
+    def new(
+        task: str = typer.Argument(..., help="Task file or KernelBench id (L1/19_ReLU)."),
+        folder: Path = typer.Argument(..., help="Folder to create."),
+        force: bool = typer.Option(False, help="Replace the folder if it exists."),
+    ) -> None:
+        """Make a workspace for a task: model.py, model_new.py, kernels/, binding files and SKILL.md."""
+        from cuda_agent.tasks import resolve_task
+        from cuda_agent.workspace import create_workspace
+
+        try:
+            workspace = create_workspace(resolve_task(task), folder, overwrite=force)
+        except CudaAgentError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        console.print(f"workspace for {workspace.task.id} at {workspace.root}; read {workspace.root / 'SKILL.md'}")
+
+    @app.command("build")
+    def build(
+        folder: Path = typer.Argument(Path("."), help="Workspace folder."),
+        arch: str = typer.Option(None, help="GPU architecture (90, sm_90, 90a); default: detected."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Compile kernels/ (only what changed); print the first compiler error first."""
+        from cuda_agent.build import build_workspace
+
+        try:
+            result = build_workspace(folder, arch=arch)
+        except CudaAgentError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        if as_json:
+            print(json.dumps(result.to_dict(), indent=2))
+        elif result.ok:
+            what = ", ".join(result.compiled) or "nothing changed"
+            console.print(f"build ok in {result.seconds:.2f} s (compiled: {what})")
+        else:
+            console.print(f"build failed in {result.seconds:.2f} s:\n{result.diagnostics}", markup=False)
+        raise typer.Exit(0 if result.ok else 1)
+
+    @app.command("verify")
+    def verify(folder: Path = typer.Argument(Path("."), help="Workspace folder.")) -> None:
+        """Build, then check ModelNew against Model on fresh inputs; print any rule that fired."""
+        _evaluate(folder, profile=False)
+
+    @app.command("profile")
+    def profile(
+        folder: Path = typer.Argument(Path("."), help="Workspace folder."),
+        breakdown: bool = typer.Option(False, help="Add per-kernel times for yours and torch.compile's."),
+    ) -> None:
+        """Verify, then time eager, torch.compile and ModelNew; print speedups and the reward."""
+        _evaluate(folder, profile=True, breakdown=breakdown)
+
+    @app.command("submit")
+    def submit(folder: Path = typer.Argument(Path("."), help="Workspace folder.")) -> None:
+        """End the episode (meaningful inside an agent episode; by hand it runs a final profile)."""
+        _evaluate(folder, profile=True)
