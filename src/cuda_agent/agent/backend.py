@@ -1,0 +1,275 @@
+"""Where the environment's build / verify / profile commands go: an `EvalBackend`.
+
+Two backends: `LocalBackend` calls the builder and the evaluator in this process's machine (each evaluation still
+runs in its own isolated subprocess, the evaluator's rule); `PoolBackend` hands the same work to a build/GPU pool.
+The environment only sees `BuildSummary` and `Evaluation`, so it does not depend on which exists.
+
+Verification needs CUDA. On a machine without a GPU (or with ``verify="skip"``) a backend still builds for real
+but answers verify/profile with an `Evaluation` whose stage is ``skipped`` and whose message says so: an honest
+"not checked", never a made-up result.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Protocol
+
+from cuda_agent.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+EvalKind = Literal["verify", "profile"]
+SKIPPED_MESSAGE = (
+    "no GPU: verification skipped. CUDA is not available on this machine, so correctness and speed were not "
+    "checked (the build above is real). Run on a GPU host to verify and profile."
+)
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    """The part of a build result the agent needs."""
+
+    ok: bool
+    seconds: float = 0.0
+    compiled: tuple[str, ...] = ()
+    diagnostics: str = ""
+    log: str = ""
+
+    @classmethod
+    def from_result(cls, result: Any) -> "BuildSummary":
+        return cls(
+            ok=bool(result.ok),
+            seconds=float(getattr(result, "seconds", 0.0) or 0.0),
+            compiled=tuple(getattr(result, "compiled", ()) or ()),
+            diagnostics=str(getattr(result, "diagnostics", "") or ""),
+            log=str(getattr(result, "log", "") or ""),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"compiled": list(self.compiled)}
+
+    def render(self) -> str:
+        if self.ok:
+            what = ", ".join(self.compiled) if self.compiled else "nothing (up to date)"
+            return f"build OK in {self.seconds:.2f} s; compiled: {what}"
+        return f"build FAILED after {self.seconds:.2f} s:\n{self.diagnostics or self.log or '(no compiler output)'}"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One verify or profile outcome, as the environment tracks and shows it.
+
+    ``correct`` is None when nothing was checked (stage ``skipped``); speedups are None when not timed.
+    ``raw`` is the evaluator's own result (``EvalResult.to_dict()``) kept for the trajectory.
+    """
+
+    kind: EvalKind
+    stage: str
+    correct: bool | None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    reward: float | None = None
+    rules_fired: tuple[str, ...] = ()
+    message: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> bool:
+        return self.stage == "skipped"
+
+    @classmethod
+    def skipped_result(cls, kind: EvalKind) -> "Evaluation":
+        return cls(kind=kind, stage="skipped", correct=None, message=SKIPPED_MESSAGE)
+
+    @classmethod
+    def from_result(cls, result: Any, kind: EvalKind) -> "Evaluation":
+        """Read an evaluator `EvalResult` (or its dict) into an `Evaluation`."""
+        data: Mapping[str, Any] = result if isinstance(result, Mapping) else _to_dict(result)
+
+        def number(*names: str) -> float | None:
+            for name in names:
+                value = data.get(name)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return float(value)
+            return None
+
+        rules = data.get("rules_fired") or ()
+        rule_names = tuple(r if isinstance(r, str) else str(r.get("rule", r.get("name", r))) for r in rules)
+        message = str(data.get("message") or data.get("summary") or data.get("error") or "")
+        return cls(
+            kind=kind,
+            stage=str(data.get("stage", "unknown")),
+            correct=bool(data.get("correct", False)),
+            speedup_vs_eager=number("speedup_vs_eager", "speedup_eager"),
+            speedup_vs_compile=number("speedup_vs_compile", "speedup_compile"),
+            reward=number("reward"),
+            rules_fired=rule_names,
+            message=message,
+            raw=dict(data),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "stage": self.stage,
+            "correct": self.correct,
+            "speedup_vs_eager": self.speedup_vs_eager,
+            "speedup_vs_compile": self.speedup_vs_compile,
+            "reward": self.reward,
+            "rules_fired": list(self.rules_fired),
+            "message": self.message,
+            "raw": dict(self.raw),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Evaluation":
+        return cls(
+            kind=data.get("kind", "profile"),
+            stage=str(data.get("stage", "unknown")),
+            correct=data.get("correct"),
+            speedup_vs_eager=data.get("speedup_vs_eager"),
+            speedup_vs_compile=data.get("speedup_vs_compile"),
+            reward=data.get("reward"),
+            rules_fired=tuple(data.get("rules_fired", ())),
+            message=str(data.get("message", "")),
+            raw=dict(data.get("raw", {})),
+        )
+
+    def render(self) -> str:
+        """The text the agent reads."""
+        if self.skipped:
+            return f"{self.kind}: {self.message}"
+        lines = [f"{self.kind}: stage={self.stage} correct={'yes' if self.correct else 'NO'}"]
+        if self.rules_fired:
+            lines.append("rules fired: " + ", ".join(self.rules_fired))
+        if self.speedup_vs_eager is not None:
+            lines.append(f"speedup vs eager PyTorch: {self.speedup_vs_eager:.3f}x")
+        if self.speedup_vs_compile is not None:
+            lines.append(f"speedup vs torch.compile: {self.speedup_vs_compile:.3f}x")
+        if self.reward is not None:
+            lines.append(f"reward: {self.reward:g}")
+        if self.message:
+            lines.append(self.message)
+        return "\n".join(lines)
+
+
+def _to_dict(result: Any) -> dict[str, Any]:
+    if hasattr(result, "to_dict"):
+        return dict(result.to_dict())
+    if dataclasses.is_dataclass(result):
+        return dataclasses.asdict(result)
+    raise TypeError(f"cannot read an evaluation result of type {type(result).__name__}")
+
+
+class EvalBackend(Protocol):
+    """Builds and evaluates a workspace for the environment."""
+
+    def build(self, workspace: Path) -> BuildSummary:
+        """Compile the workspace's kernels; compiler errors come back in the summary, never raised."""
+        ...
+
+    def verify(self, task: Task, workspace: Path) -> Evaluation:
+        """Check correctness (and the anti-cheat rules) of the workspace's solution."""
+        ...
+
+    def profile(self, task: Task, workspace: Path) -> Evaluation:
+        """Verify, then time the solution against eager PyTorch and torch.compile."""
+        ...
+
+
+def gpu_available() -> bool:
+    from cuda_agent.testing import cuda_available
+
+    return cuda_available()
+
+
+def resolve_verify_mode(mode: str) -> Literal["gpu", "skip"]:
+    """``auto`` becomes ``gpu`` when CUDA is available, else ``skip``."""
+    if mode == "auto":
+        return "gpu" if gpu_available() else "skip"
+    if mode not in ("gpu", "skip"):
+        raise ValueError(f"verify mode must be auto, gpu or skip, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+class LocalBackend:
+    """Build with `cuda_agent.build.build_workspace`, evaluate with `cuda_agent.evaluator.evaluate`, on this machine.
+
+    ``verify``: ``gpu`` evaluates on CUDA; ``skip`` reports "no GPU: verification skipped"; ``auto`` chooses.
+    ``eval_config``: an `EvalConfig` for the evaluator (its defaults when None).
+    """
+
+    def __init__(
+        self,
+        *,
+        verify: str = "auto",
+        eval_config: Any | None = None,
+        arch: str | None = None,
+        cache_dir: Path | None = None,
+        jobs: int | None = None,
+    ) -> None:
+        self.verify_mode = resolve_verify_mode(verify)
+        self.eval_config = eval_config
+        self.arch = arch
+        self.cache_dir = cache_dir
+        self.jobs = jobs
+
+    def build(self, workspace: Path) -> BuildSummary:
+        from cuda_agent.build import build_workspace
+
+        result = build_workspace(workspace, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
+        return BuildSummary.from_result(result)
+
+    def verify(self, task: Task, workspace: Path) -> Evaluation:
+        return self._evaluate(task, workspace, "verify")
+
+    def profile(self, task: Task, workspace: Path) -> Evaluation:
+        return self._evaluate(task, workspace, "profile")
+
+    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind) -> Evaluation:
+        if self.verify_mode == "skip":
+            return Evaluation.skipped_result(kind)
+        from cuda_agent.evaluator import evaluate
+
+        return Evaluation.from_result(evaluate(task, workspace, eval_config_for(kind, self.eval_config)), kind)
+
+
+class PoolBackend:
+    """Send builds and evaluations to a pool (`cuda_agent.pool.LocalPool`, `RayPool`, or an HTTP client with the
+    same methods): ``pool.submit_build(workspace)`` and ``pool.submit(EvalJob(...))``, each returning a future."""
+
+    def __init__(self, pool: Any, *, eval_config: Any | None = None, timeout_s: float | None = None) -> None:
+        self.pool = pool
+        self.eval_config = eval_config
+        self.timeout_s = timeout_s
+
+    def build(self, workspace: Path) -> BuildSummary:
+        return BuildSummary.from_result(self.pool.submit_build(workspace).result(timeout=self.timeout_s))
+
+    def verify(self, task: Task, workspace: Path) -> Evaluation:
+        return self._evaluate(task, workspace, "verify")
+
+    def profile(self, task: Task, workspace: Path) -> Evaluation:
+        return self._evaluate(task, workspace, "profile")
+
+    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind) -> Evaluation:
+        from cuda_agent.pool import EvalJob
+
+        job = EvalJob(task=task, solution=workspace, config=eval_config_for(kind, self.eval_config))
+        return Evaluation.from_result(self.pool.submit(job).result(timeout=self.timeout_s), kind)
+
+
+def eval_config_for(kind: EvalKind, base: Any | None) -> Any:
+    """An `EvalConfig` that verifies only (``verify``) or verifies and times (``profile``)."""
+    from cuda_agent.evaluator import EvalConfig
+
+    config = base if base is not None else EvalConfig()
+    names = {f.name for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else set()
+    for flag in ("profile", "timing", "do_profile"):
+        if flag in names:
+            return dataclasses.replace(config, **{flag: kind == "profile"})
+    if "mode" in names:
+        return dataclasses.replace(config, mode=kind)
+    return config

@@ -1,0 +1,165 @@
+"""`OpenAIPolicy`: any OpenAI-compatible chat-completions endpoint with tool calling (vLLM, SGLang, hosted APIs).
+
+Standard library only (urllib): no SDK needed. Transient failures (HTTP 429 and 5xx, refused or dropped
+connections, timeouts) are retried with exponential backoff, honouring ``Retry-After``; each call's tokens and cost
+are accounted in the returned turn's `Usage`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from cuda_agent.agent.policy import ContextOverflowError
+from cuda_agent.agent.types import AssistantTurn, Message, ToolCall, Usage
+from cuda_agent.errors import ConfigError, PolicyError
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_OVERFLOW_HINTS = ("context length", "context_length", "maximum context", "too many tokens", "prompt is too long")
+
+
+@dataclass(frozen=True)
+class OpenAIConfig:
+    """Endpoint settings.
+
+    Attributes:
+        base_url: the API root, e.g. http://localhost:8000/v1 (``/chat/completions`` is appended).
+        model: the model name the endpoint serves.
+        api_key: bearer token; None for endpoints without authentication (a local vLLM).
+        temperature: sampling temperature.
+        max_completion_tokens: most tokens one reply may have.
+        timeout_s: seconds one HTTP request may take.
+        max_retries: retries of a transient failure before `PolicyError`.
+        backoff_s: first retry delay; doubled each retry (with jitter), capped at ``backoff_max_s``.
+        backoff_max_s: longest delay between retries.
+        price_prompt: cost of a million prompt tokens (for accounting; 0 when unknown).
+        price_completion: cost of a million completion tokens.
+        extra_body: more request fields (e.g. ``{"top_p": 0.95}`` or vendor options).
+    """
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    temperature: float = 0.6
+    max_completion_tokens: int = 8192
+    timeout_s: float = 600.0
+    max_retries: int = 6
+    backoff_s: float = 1.0
+    backoff_max_s: float = 60.0
+    price_prompt: float = 0.0
+    price_completion: float = 0.0
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 **overrides: Any) -> "OpenAIConfig":
+        """Flags win over ``OPENAI_BASE_URL``, ``CUDA_AGENT_MODEL`` and ``OPENAI_API_KEY``; raise `ConfigError`
+        naming what is missing."""
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        model = model or os.environ.get("CUDA_AGENT_MODEL")
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        missing = []
+        if not base_url:
+            missing.append("the endpoint URL (--base-url or OPENAI_BASE_URL, e.g. http://localhost:8000/v1)")
+        if not model:
+            missing.append("the model name (--model or CUDA_AGENT_MODEL)")
+        if missing:
+            raise ConfigError(
+                "no model endpoint configured: set " + " and ".join(missing)
+                + "; add OPENAI_API_KEY (or --api-key) if the endpoint needs a key"
+            )
+        return cls(base_url=str(base_url).rstrip("/"), model=str(model), api_key=api_key, **overrides)
+
+
+class OpenAIPolicy:
+    """Ask the endpoint for the next turn, offering the environment's tools."""
+
+    def __init__(self, config: OpenAIConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config
+        self._sleep = sleep
+        self.usage = Usage()
+
+    def query(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> AssistantTurn:
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [m.to_openai() for m in messages],
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_completion_tokens,
+            **self.config.extra_body,
+        }
+        if tools:
+            body["tools"] = list(tools)
+            body["tool_choice"] = "auto"
+        data = self._post_with_retries(body)
+        turn = self._parse(data)
+        self.usage = self.usage + turn.usage
+        return turn
+
+    def _post_with_retries(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        url = self.config.base_url + "/chat/completions"
+        payload = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        last_error = ""
+        for attempt in range(self.config.max_retries + 1):
+            retry_after: float | None = None
+            try:
+                request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
+                with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:
+                    return json.loads(response.read().decode())
+            except urllib.error.HTTPError as exc:
+                text = exc.read().decode(errors="replace")[:2000]
+                if exc.code == 400 and any(h in text.lower() for h in _OVERFLOW_HINTS):
+                    raise ContextOverflowError(f"{url}: the conversation is longer than the model's context: {text}") from exc
+                if exc.code not in RETRY_STATUS:
+                    raise PolicyError(f"{url}: HTTP {exc.code}: {text}; check the model name, key and request") from exc
+                last_error = f"HTTP {exc.code}: {text[:300]}"
+                retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
+                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            except json.JSONDecodeError as exc:
+                last_error = f"reply is not JSON: {exc}"
+            if attempt == self.config.max_retries:
+                break
+            delay = min(self.config.backoff_max_s, self.config.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
+            delay = max(delay, retry_after or 0.0)
+            log.warning("model endpoint: %s; retry %d/%d in %.1f s", last_error, attempt + 1, self.config.max_retries, delay)
+            self._sleep(delay)
+        raise PolicyError(
+            f"{url}: gave up after {self.config.max_retries + 1} attempts; last error: {last_error}. "
+            "Check that the server is up (OPENAI_BASE_URL) and not overloaded."
+        )
+
+    def _parse(self, data: Mapping[str, Any]) -> AssistantTurn:
+        try:
+            message = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise PolicyError(f"the endpoint's reply has no choices[0].message: {str(data)[:500]}") from exc
+        calls = []
+        for index, raw in enumerate(message.get("tool_calls") or ()):
+            call = ToolCall.from_openai(raw)
+            calls.append(call if call.id else ToolCall(call.name, call.arguments, f"call_{index}"))
+        usage_data = data.get("usage") or {}
+        prompt = int(usage_data.get("prompt_tokens") or 0)
+        completion = int(usage_data.get("completion_tokens") or 0)
+        cost = (prompt * self.config.price_prompt + completion * self.config.price_completion) / 1e6
+        return AssistantTurn(str(message.get("content") or ""), tuple(calls), Usage(prompt, completion, cost, 1))
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
