@@ -47,6 +47,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _manifest_bytes(task: Task) -> bytes:
+    checksums = {rel: _sha256(content) for rel, content in _expected_protected(task).items()}
+    manifest = {"version": 1, "task": task.to_dict(), "checksums": checksums}
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+
+
 def _expected_protected(task: Task) -> dict[str, bytes]:
     return {
         MODEL: task.code.encode(),
@@ -76,19 +82,25 @@ class Workspace:
         return self.root / KERNELS
 
     @classmethod
-    def open(cls, root: str | Path) -> "Workspace":
-        """Open an existing workspace; raise `WorkspaceError` if ``root`` is not one."""
+    def open(cls, root: str | Path, task: Task | None = None) -> "Workspace":
+        """Open an existing workspace; raise `WorkspaceError` if ``root`` is not one.
+
+        Pass the ``task`` when you hold it (the evaluator and the agent env do): protection is then checked against
+        it. Without it the task is read from the workspace's manifest, which the workspace's user could rewrite.
+        """
         root = Path(root).resolve()
         manifest = root / MANIFEST
         if not manifest.is_file():
             raise WorkspaceError(
                 f"{root} is not a cuda-agent workspace (no {MANIFEST}); create one with `cuda-agent workspace new`"
             )
+        if task is not None:
+            return cls(root, task)
         try:
             data = json.loads(manifest.read_text())
             task = Task.from_dict(data["task"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise WorkspaceError(f"{manifest}: unreadable manifest ({exc}); recreate the workspace") from exc
+            raise ProtectedFileError(f"protected file {MANIFEST} was modified or is unreadable ({exc})") from exc
         return cls(root, task)
 
     def protected_files(self) -> tuple[Path, ...]:
@@ -102,13 +114,9 @@ class Workspace:
                 raise ProtectedFileError(f"protected file {rel} was removed or replaced; restore it (do not edit it)")
             if _sha256(path.read_bytes()) != _sha256(expected):
                 raise ProtectedFileError(f"protected file {rel} was modified; protected files must not be edited")
-        manifest = json.loads((self.root / MANIFEST).read_text())
-        for rel, digest in manifest.get("checksums", {}).items():
-            if rel in _expected_protected(self.task):
-                continue
-            path = self.root / rel
-            if not path.is_file() or _sha256(path.read_bytes()) != digest:
-                raise ProtectedFileError(f"protected file {rel} was modified; protected files must not be edited")
+        manifest = self.root / MANIFEST
+        if manifest.is_symlink() or not manifest.is_file() or manifest.read_bytes() != _manifest_bytes(self.task):
+            raise ProtectedFileError(f"protected file {MANIFEST} was modified; protected files must not be edited")
 
     def solution_files(self) -> dict[str, bytes]:
         """The agent's files: model_new.py and everything under kernels/ (relative path -> content)."""
@@ -151,15 +159,12 @@ def create_workspace(task: Task, root: str | Path, *, overwrite: bool = False,
     (root / KERNELS).mkdir(parents=True, exist_ok=True)
     (root / ".cuda_agent").mkdir(exist_ok=True)
     (root / "include").mkdir(exist_ok=True)
-    checksums: dict[str, str] = {}
     for rel, content in _expected_protected(task).items():
         path = root / rel
         path.write_bytes(content)
         os.chmod(path, 0o444)
-        checksums[rel] = _sha256(content)
     (root / MODEL_NEW).write_text(model_new_template())
-    manifest = {"version": 1, "task": task.to_dict(), "checksums": checksums}
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    (root / MANIFEST).write_bytes(_manifest_bytes(task))
     os.chmod(root / MANIFEST, 0o444)
     workspace = Workspace(root, task)
     if solution:
