@@ -1,0 +1,206 @@
+"""What a GPU worker runs for each job: the real evaluator, or the stand-in for CPU tests and capacity planning.
+
+Both run inside a pool worker process (pinned to one GPU by ``CUDA_VISIBLE_DEVICES``), travel there pickled, and
+return the result as a plain dict in `EvalResult.to_dict()` form: the worker never needs to import torch for the
+stand-in, so 64 stand-in workers start in a second.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from cuda_agent.pool.job import EvalJob
+
+FAULTS = ("crash", "hang", "broken", "error")
+STANDIN_FILE = "standin.json"
+
+_FATAL_GPU_PATTERNS = (
+    "illegal memory access",
+    "unspecified launch failure",
+    "device-side assert",
+    "illegal instruction",
+    "misaligned address",
+    "launch timed out",
+    "uncorrectable ecc",
+    "cudaerrorillegaladdress",
+    "hardware stack error",
+    "gpu is lost",
+    "cuda error: an illegal",
+)
+
+
+def is_fatal_gpu_error(result: dict[str, Any]) -> bool:
+    """True when a result's reason or log shows an error after which a CUDA context is unusable (an illegal memory
+    access, a device-side assert, a launch failure): the worker that saw it is replaced before the next job."""
+    text = f"{result.get('reason', '')}\n{result.get('log', '')}".lower()
+    return any(pattern in text for pattern in _FATAL_GPU_PATTERNS)
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Runs one job inside a GPU worker process."""
+
+    def identity(self) -> dict[str, Any]:
+        """What distinguishes this evaluator's results (part of the cache key)."""
+
+    def gpu_name(self) -> str:
+        """The GPU model the results are for (part of the cache key); called in the pool's process."""
+
+    def evaluate(self, job: EvalJob, workdir: Path) -> dict[str, Any]:
+        """Evaluate ``job`` using ``workdir`` (an empty private folder) and return an `EvalResult` dict."""
+
+    def health_check(self) -> str | None:
+        """None when the worker's GPU is usable, else the reason it is not (run when a worker is replaced)."""
+
+
+def _apply_kind(config: dict[str, Any], kind: str) -> dict[str, Any]:
+    config = dict(config)
+    if kind == "verify":
+        config["profile"] = False
+    elif kind == "profile":
+        config.update(profile=True, kernel_breakdown=True)
+    else:
+        config["profile"] = True
+    return config
+
+
+def query_gpu_names() -> list[str]:
+    """GPU model names from nvidia-smi (in CUDA_VISIBLE_DEVICES order is not guaranteed); empty without one."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class RealEvaluator:
+    """The real thing: `cuda_agent.evaluator.evaluate` on the worker's GPU, each evaluation in its own process.
+
+    The job's snapshot is written to a private folder first (a workspace is rebuilt from the task, so its protected
+    files come from the task, not the agent). ``kind`` sets the config's profiling flags.
+    """
+
+    health_timeout_s: float = 120.0
+
+    def identity(self) -> dict[str, Any]:
+        return {"evaluator": "real"}
+
+    def gpu_name(self) -> str:
+        names = query_gpu_names()
+        return names[0] if names else "no-gpu"
+
+    def evaluate(self, job: EvalJob, workdir: Path) -> dict[str, Any]:
+        from cuda_agent.evaluator import EvalConfig, evaluate
+
+        config = EvalConfig.from_dict(_apply_kind(job.config_dict(), job.kind))
+        solution = job.solution.materialize(job.task, workdir)
+        return evaluate(job.task, solution, config).to_dict()
+
+    def health_check(self) -> str | None:
+        probe = "import torch; x = torch.ones(1 << 20, device='cuda'); torch.cuda.synchronize(); print(float(x.sum()))"
+        try:
+            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                 timeout=self.health_timeout_s)
+        except subprocess.TimeoutExpired:
+            return f"GPU health probe did not finish within {self.health_timeout_s:.0f} s"
+        if out.returncode != 0:
+            return f"GPU health probe failed (exit {out.returncode}): {out.stderr.strip()[-500:]}"
+        return None
+
+
+@dataclass(frozen=True)
+class StandInEvaluator:
+    """Stand-in GPU work for CPU tests and capacity planning (a product feature, not a test double).
+
+    Each job sleeps ``seconds`` (the GPU time it stands for), records where and when it ran, and returns a correct,
+    "timed" result. A solution may carry ``standin.json`` (``{"seconds": 0.5, "fault": "crash"}``) to change that
+    one job. Faults simulate what real GPU work does wrong:
+
+    - ``crash``: the worker process dies by SIGSEGV mid-job (a segfault in a kernel launch, a driver abort);
+    - ``hang``: the job never returns (a kernel stuck in an endless loop);
+    - ``broken``: the job returns an illegal-memory-access error, after which the worker's CUDA context is unusable;
+    - ``error``: the evaluator itself raises (a bug on our side, not the candidate's).
+
+    Attributes:
+        seconds: default duration of a job.
+        log_path: where each job appends one JSON line: job id, GPU (``CUDA_VISIBLE_DEVICES``), pid, start and end
+            (``time.time()``), fault. Lines are written with single appends, safe across processes.
+        fault: a fault for every job (None: none).
+        gpu: the GPU name reported for cache keys.
+    """
+
+    seconds: float = 0.1
+    log_path: str | None = None
+    fault: str | None = None
+    gpu: str = "stand-in"
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS} or None, got {self.fault!r}")
+        if self.seconds < 0:
+            raise ValueError(f"seconds must be >= 0, got {self.seconds}")
+
+    def identity(self) -> dict[str, Any]:
+        return {"evaluator": "stand-in", "seconds": self.seconds, "fault": self.fault}
+
+    def gpu_name(self) -> str:
+        return self.gpu
+
+    def health_check(self) -> str | None:
+        return None
+
+    def _plan(self, job: EvalJob) -> tuple[float, str | None]:
+        raw = job.solution.file_map().get(STANDIN_FILE)
+        if raw is None:
+            return self.seconds, self.fault
+        spec = json.loads(raw)
+        fault = spec.get("fault", self.fault)
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"{STANDIN_FILE}: fault must be one of {FAULTS}, got {fault!r}")
+        return float(spec.get("seconds", self.seconds)), fault
+
+    def _record(self, **fields: Any) -> None:
+        if not self.log_path:
+            return
+        line = (json.dumps(fields) + "\n").encode()
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def evaluate(self, job: EvalJob, workdir: Path) -> dict[str, Any]:
+        seconds, fault = self._plan(job)
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        start = time.time()
+        base = {"job_id": job.job_id, "task_id": job.task.id, "gpu": gpu, "pid": os.getpid(), "start": start,
+                "fault": fault}
+        if fault in ("crash", "hang"):
+            self._record(**base, end=None)
+            if fault == "crash":
+                time.sleep(min(seconds, 0.05))
+                os.kill(os.getpid(), signal.SIGSEGV)
+            while True:
+                time.sleep(3600)
+        if fault == "error":
+            self._record(**base, end=time.time())
+            raise RuntimeError("stand-in evaluator failure (simulated bug in the evaluator)")
+        time.sleep(seconds)
+        end = time.time()
+        self._record(**base, end=end)
+        if fault == "broken":
+            return {"task_id": job.task.id, "stage": "runtime_error", "correct": False, "reward": -1,
+                    "reason": "CUDA error: an illegal memory access was encountered (stand-in)",
+                    "device": f"stand-in:{gpu}", "total_seconds": end - start}
+        return {"task_id": job.task.id, "stage": "timed" if job.kind != "verify" else "correct", "correct": True,
+                "reward": 1, "continuous_reward": 1.0, "reason": "stand-in evaluation", "device": f"stand-in:{gpu}",
+                "total_seconds": end - start, "extra": {"standin": {"start": start, "end": end, "gpu": gpu}}}

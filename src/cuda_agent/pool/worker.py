@@ -1,0 +1,231 @@
+"""`WorkerProcess`: the pool's handle on one GPU worker process (start, run one job with a deadline, replace).
+
+Why a process per GPU and not a thread: ``CUDA_VISIBLE_DEVICES`` is per process, a crashed or hung evaluation must
+be killable without touching the pool, and a broken CUDA context dies with its process.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from cuda_agent.errors import PoolError
+from cuda_agent.pool._worker import EVALUATOR_ENV, HEALTH_ENV
+from cuda_agent.pool.job import EvalJob
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    """What a worker sent back for one job: the result dict or the evaluator's error, and when it ran."""
+
+    job_id: str
+    result: dict[str, Any] | None
+    error: str | None
+    started: float
+    finished: float
+    broken: bool
+    pid: int
+    gpu: str
+
+
+class WorkerFailure(Exception):
+    """The worker died or ran past the deadline during a job; ``stage`` is ``crashed`` or ``timeout``."""
+
+    def __init__(self, stage: str, reason: str, started: float | None = None) -> None:
+        super().__init__(reason)
+        self.stage = stage
+        self.reason = reason
+        self.started = started
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants (found through /proc), even ones in other sessions."""
+    children = _children_map()
+    doomed, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        doomed.append(current)
+        stack.extend(children.get(current, ()))
+    for victim in reversed(doomed):
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class WorkerProcess:
+    """One worker process pinned to ``gpu`` (None: leave ``CUDA_VISIBLE_DEVICES`` as inherited, as Ray sets it).
+
+    Not thread-safe: one owner thread runs its jobs one after another, which is what makes GPU use exclusive.
+    """
+
+    def __init__(self, gpu: str | None, evaluator: Any, *, health_check: bool = False,
+                 env: Mapping[str, str] | None = None, log_dir: Path | None = None) -> None:
+        self.gpu = gpu
+        self._evaluator_blob = base64.b64encode(pickle.dumps(evaluator)).decode()
+        self._health_check = health_check
+        self._extra_env = dict(env or {})
+        self._log_dir = log_dir
+        self._proc: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr_path: Path | None = None
+        self.pid: int | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout_s: float = 300.0) -> None:
+        """Start the process and wait for it to say it is ready (after its health check, if asked).
+
+        Raises `PoolError` if it exits, reports an unhealthy GPU, or is not ready within ``timeout_s``.
+        """
+        env = dict(os.environ)
+        env.update(self._extra_env)
+        env[EVALUATOR_ENV] = self._evaluator_blob
+        env[HEALTH_ENV] = "1" if self._health_check else "0"
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        src = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        fd, name = tempfile.mkstemp(prefix=f"cuda-agent-worker-gpu{self.gpu}-", suffix=".log",
+                                    dir=str(self._log_dir) if self._log_dir else None)
+        os.close(fd)
+        self._stderr_path = Path(name)
+        stderr = open(name, "ab")
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "cuda_agent.pool._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=stderr, text=True, env=env, start_new_session=True, bufsize=1,
+            )
+        finally:
+            stderr.close()
+        self.pid = self._proc.pid
+        self._lines = queue.Queue()
+        threading.Thread(target=self._pump, args=(self._proc, self._lines), daemon=True,
+                         name=f"worker-{self.pid}-stdout").start()
+        message = self._next_message(timeout_s)
+        if message is None or message.get("op") != "ready":
+            tail = self.stderr_tail()
+            self.kill()
+            raise PoolError(f"GPU worker for GPU {self.gpu} did not start (stderr: {tail or 'empty'}); check the "
+                            "evaluator and the GPU")
+        if not message.get("healthy", True):
+            self.kill()
+            raise PoolError(f"GPU {self.gpu} failed its health check: {message.get('reason')}")
+
+    @staticmethod
+    def _pump(proc: subprocess.Popen[str], lines: "queue.Queue[str | None]") -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def _next_message(self, timeout_s: float | None) -> dict[str, Any] | None:
+        try:
+            line = self._lines.get(timeout=timeout_s)
+        except queue.Empty as exc:
+            raise TimeoutError from exc
+        return None if line is None else json.loads(line)
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        if self._stderr_path is None:
+            return ""
+        try:
+            with open(self._stderr_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(0, size - limit))
+                return handle.read().decode(errors="replace").strip()
+        except OSError:
+            return ""
+
+    def run(self, job: EvalJob, timeout_s: float) -> WorkerReply:
+        """Send ``job`` and wait for its result. Raises `WorkerFailure` (after killing the worker) if the worker dies
+        (``crashed``) or sends nothing within ``timeout_s`` (``timeout``); the owner then starts a new worker."""
+        if not self.alive or self._proc is None or self._proc.stdin is None:
+            raise WorkerFailure("crashed", f"the worker for GPU {self.gpu} is not running")
+        if self._stderr_path is not None:
+            try:
+                os.truncate(self._stderr_path, 0)
+            except OSError:
+                pass
+        try:
+            self._proc.stdin.write(json.dumps({"op": "eval", "job": job.to_dict()}) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            raise WorkerFailure("crashed", f"the worker for GPU {self.gpu} could not take the job ({exc})") from exc
+        try:
+            message = self._next_message(timeout_s)
+        except TimeoutError:
+            self.kill()
+            raise WorkerFailure("timeout", f"no result within {timeout_s:.1f} s on GPU {self.gpu}; the worker and "
+                                           "its evaluation were killed and a fresh worker replaces it") from None
+        if message is None:
+            code = self._proc.wait()
+            how = f"signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exit code {code}"
+            tail = self.stderr_tail()
+            self.kill()
+            raise WorkerFailure("crashed", f"the worker on GPU {self.gpu} died during the job ({how}); it was "
+                                           f"replaced. stderr tail: {tail[-800:] or 'empty'}")
+        return WorkerReply(job_id=message["job_id"], result=message.get("result"), error=message.get("error"),
+                           started=float(message["started"]), finished=float(message["finished"]),
+                           broken=bool(message.get("broken")), pid=int(message["pid"]), gpu=str(message.get("gpu")))
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started; reap it."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                kill_tree(self._proc.pid)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                log.error("worker %s for GPU %s did not exit after SIGKILL", self._proc.pid, self.gpu)
+            for stream in (self._proc.stdin, self._proc.stdout):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the worker to exit, kill it if it does not, and remove its log."""
+        if self.alive and self._proc is not None and self._proc.stdin is not None:
+            try:
+                self._proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                self._proc.stdin.flush()
+                self._proc.wait(timeout=timeout_s)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        if self._stderr_path is not None:
+            self._stderr_path.unlink(missing_ok=True)
