@@ -97,7 +97,17 @@ class Evaluation:
 
         rules = data.get("rules_fired") or ()
         rule_names = tuple(r if isinstance(r, str) else str(r.get("rule", r.get("name", r))) for r in rules)
-        message = str(data.get("message") or data.get("summary") or data.get("error") or "")
+        lines = [str(data.get("reason") or data.get("message") or "")]
+        for rule in rules:
+            if isinstance(rule, Mapping) and rule.get("detail"):
+                lines.append(f"rule {rule.get('rule')}: {rule['detail']}")
+        if isinstance(data.get("max_abs_error"), (int, float)):
+            lines.append(f"max abs error: {data['max_abs_error']:.3g}")
+        if isinstance(data.get("sol_fraction"), (int, float)):
+            lines.append(f"{100 * data['sol_fraction']:.1f}% of the speed-of-light floor ({data.get('sol_bound') or 'bound'})")
+        for entry in list(data.get("kernel_breakdown") or ())[:8]:
+            lines.append("  " + ", ".join(f"{k}={v}" for k, v in dict(entry).items()))
+        message = "\n".join(line for line in lines if line)
         return cls(
             kind=kind,
             stage=str(data.get("stage", "unknown")),
@@ -257,7 +267,7 @@ class PoolBackend:
     def _evaluate(self, task: Task, workspace: Path, kind: EvalKind) -> Evaluation:
         from cuda_agent.pool import EvalJob
 
-        job = EvalJob(task=task, solution=workspace, config=eval_config_for(kind, self.eval_config))
+        job = EvalJob.create(task, workspace, eval_config_for(kind, self.eval_config), kind=kind)
         return Evaluation.from_result(self.pool.submit(job).result(timeout=self.timeout_s), kind)
 
 

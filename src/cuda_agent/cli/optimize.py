@@ -1,0 +1,205 @@
+"""`cuda-agent optimize [model.py]`: run the agent on one task and write the best kernel and a short report.
+
+Preconditions are checked first, in a second, before any heavy work: the task loads, nvcc exists, a GPU is there
+(verification needs CUDA), and the policy is usable (an endpoint for ``--policy openai``, a script for
+``--policy scripted``). Each missing piece is named with how to provide it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from cuda_agent.errors import ConfigError, CudaAgentError
+
+console = Console(stderr=True)
+
+
+@dataclass
+class _Progress:
+    max_turns: int
+    turn: int = 0
+    tool: str = ""
+    last_build: str = "-"
+    last_result: str = "-"
+    best: str = "-"
+    tokens: int = 0
+    elapsed: float = 0.0
+
+    def update(self, info: dict[str, Any]) -> None:
+        self.turn, self.tool = int(info.get("turn", self.turn)), str(info.get("tool") or "(no tool call)")
+        self.tokens, self.elapsed = int(info.get("tokens", 0)), float(info.get("elapsed_s", 0.0))
+        if info.get("error"):
+            self.last_result = f"[yellow]{self.tool}: {str(info['error'])[:70]}[/yellow]"
+        build = info.get("build")
+        if build:
+            self.last_build = (f"[green]ok[/green] {build.get('seconds', 0):.1f} s" if build.get("ok")
+                               else "[red]failed[/red]")
+        for ev in info.get("evaluations", []):
+            if ev.get("stage") == "skipped":
+                self.last_result = f"{ev.get('kind')}: skipped (no GPU)"
+            elif ev.get("correct"):
+                speed = ev.get("speedup_vs_compile")
+                self.last_result = f"[green]{ev.get('kind')}: correct[/green]" + (
+                    f", {speed:.3f}x vs compile" if speed is not None else "")
+            else:
+                self.last_result = f"[red]{ev.get('kind')}: {ev.get('stage')}[/red]"
+        best = info.get("best")
+        if best:
+            ev = best["evaluation"]
+            self.best = f"{ev.get('speedup_vs_compile') or 0:.3f}x vs compile (turn {best['turn']})"
+
+    def render(self) -> Table:
+        table = Table.grid(padding=(0, 2))
+        table.add_row("turn", f"{self.turn}/{self.max_turns}  [dim]{self.tool}[/dim]")
+        table.add_row("last build", self.last_build)
+        table.add_row("last result", self.last_result)
+        table.add_row("best so far", self.best)
+        table.add_row("tokens / time", f"{self.tokens}  /  {self.elapsed:.0f} s")
+        return table
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]cannot run:[/red] {message}")
+    return typer.Exit(code)
+
+
+def _load_task(path: Optional[Path]):
+    from cuda_agent.agent.examples import example_task
+    from cuda_agent.tasks import load_task_file
+
+    if path is None:
+        return example_task()
+    if not path.exists():
+        try:
+            from cuda_agent.tasks import resolve_task  # type: ignore[attr-defined]
+        except ImportError:
+            raise _fail(f"{path}: no such file; give a KernelBench-format model.py (Model, get_inputs, get_init_inputs)")
+        return resolve_task(str(path))
+    return load_task_file(path)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("optimize")
+    def optimize(
+        task_path: Optional[Path] = typer.Argument(None, metavar="[MODEL.PY]",
+                                                   help="KernelBench-format task file (default: the bundled example)."),
+        policy: str = typer.Option("openai", help="openai (a chat-completions endpoint) or scripted (replay a script)."),
+        script: Optional[Path] = typer.Option(None, help="Tool-call script (JSON/YAML) for --policy scripted."),
+        base_url: Optional[str] = typer.Option(None, help="Endpoint root, e.g. http://localhost:8000/v1 (env OPENAI_BASE_URL)."),
+        model: Optional[str] = typer.Option(None, help="Model name (env CUDA_AGENT_MODEL)."),
+        api_key: Optional[str] = typer.Option(None, help="API key (env OPENAI_API_KEY)."),
+        out: Optional[Path] = typer.Option(None, help="Output folder (default: runs/<task>-<time>)."),
+        mode: str = typer.Option("eval", help="eval (200 turns) or train (150 turns) budget defaults."),
+        max_turns: Optional[int] = typer.Option(None, help="Tool calls before the episode is cut off."),
+        max_tokens: Optional[int] = typer.Option(None, help="Token budget of the episode (prompt + completion)."),
+        max_wall: float = typer.Option(4 * 3600.0, help="Wall-clock budget in seconds."),
+        context_tokens: int = typer.Option(131072, help="The model's context window (older outputs are condensed)."),
+        sandbox: str = typer.Option("auto", help="auto, bwrap or local: where bash runs."),
+        verify: str = typer.Option("auto", help="auto, gpu or skip (skip: builds only, 'no GPU: verification skipped')."),
+        eval_mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed."),
+        resume: bool = typer.Option(False, help="Continue the episode saved in --out."),
+    ) -> None:
+        """Run the agent on one task; write the best kernel, report.md, result.json and the trajectory."""
+        from cuda_agent.agent import AgentConfig, AgentEnv, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
+        from cuda_agent.agent.backend import LocalBackend, resolve_verify_mode
+        from cuda_agent.agent.examples import example_script_path
+        from cuda_agent.agent.loop import Agent
+        from cuda_agent.agent.report import write_outputs
+
+        # ---- fast preconditions: report everything that is missing at once ----
+        problems: list[str] = []
+        task = None
+        try:
+            task = _load_task(task_path)
+        except CudaAgentError as exc:
+            problems.append(str(exc))
+        if policy not in ("openai", "scripted"):
+            raise _fail(f"--policy must be openai or scripted, got {policy!r}")
+        try:
+            from cuda_agent.build import nvcc_path
+
+            nvcc_path()
+        except CudaAgentError as exc:
+            problems.append(str(exc))
+        try:
+            verify_mode = resolve_verify_mode(verify)
+        except ValueError as exc:
+            raise _fail(str(exc))
+        chosen: Any = None
+        if policy == "scripted":
+            if script is None and task_path is not None:
+                problems.append("--policy scripted needs --script FILE (a JSON/YAML list of tool calls)")
+            else:
+                try:
+                    chosen = ScriptedPolicy.from_file(script or example_script_path())
+                except ConfigError as exc:
+                    problems.append(str(exc))
+        else:
+            try:
+                chosen = OpenAIPolicy(OpenAIConfig.from_env(base_url, model, api_key))
+            except ConfigError as exc:
+                problems.append(f"{exc}. To try the loop without a model: cuda-agent optimize --policy scripted "
+                                "(replays the bundled example's script)")
+        if verify_mode == "skip" and verify == "auto":
+            if policy == "openai":
+                problems.append(
+                    "no GPU: verification and profiling need CUDA (torch.cuda.is_available() is false here), so the "
+                    "agent could not check or time its kernels. Run on a machine with an NVIDIA GPU, or use "
+                    "`--policy scripted --script FILE` to exercise the build steps (verification is then skipped), "
+                    "or pass --verify skip to run the model anyway without verification")
+            else:
+                console.print("[yellow]no GPU:[/yellow] verification needs CUDA; builds run for real, verify/profile "
+                              "answer 'no GPU: verification skipped'.")
+        if problems or task is None:
+            for problem in problems:
+                console.print(f"[red]missing:[/red] {problem}")
+            raise typer.Exit(2)
+
+        # ---- the episode ----
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", task.id).strip("_")
+        out_dir = out or Path("runs") / f"{slug}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        trajectory = out_dir / "trajectory.jsonl"
+        if resume and not trajectory.exists():
+            raise _fail(f"--resume: no trajectory at {trajectory}; pass the --out folder of the run to continue")
+        defaults = EnvConfig.for_training() if mode == "train" else EnvConfig.for_evaluation()
+        env_config = EnvConfig(
+            max_turns=max_turns or defaults.max_turns, max_tokens=max_tokens, max_wall_s=max_wall,
+            sandbox=sandbox, verify=verify_mode, workspace_root=out_dir / "workspace", keep_workspace=True,  # type: ignore[arg-type]
+        )
+        eval_config = None
+        if verify_mode == "gpu":
+            from cuda_agent.evaluator import EvalConfig
+
+            eval_config = EvalConfig(mode=eval_mode)
+        env = AgentEnv(env_config, LocalBackend(verify=verify_mode, eval_config=eval_config))
+        progress = _Progress(env_config.max_turns)
+        console.print(f"task [bold]{task.id}[/bold]; policy {policy}; output {out_dir}")
+        try:
+            with Live(progress.render(), console=console, refresh_per_second=4, transient=False) as live:
+                def on_step(info: dict[str, Any]) -> None:
+                    progress.update(info)
+                    live.update(progress.render())
+
+                agent = Agent(chosen, env, AgentConfig(context_tokens=context_tokens), trajectory=trajectory,
+                              progress=on_step)
+                result = agent.run(task, resume=resume)
+        except CudaAgentError as exc:
+            raise _fail(str(exc), 1)
+        finally:
+            env.close()
+        paths = write_outputs(result, out_dir)
+        console.print(f"ended: {result.reason} after {result.turns} turns; reward {result.reward:g}"
+                      + ("" if result.reward_available else " (not available: no GPU)"))
+        if result.best is not None:
+            console.print(f"best kernel: {result.best.speedup_vs_compile:.3f}x vs torch.compile -> {paths['best']}")
+        console.print(f"report: {paths['report']}")
+        sys.stdout.write(str(paths["report"]) + "\n")
