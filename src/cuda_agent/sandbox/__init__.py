@@ -1,0 +1,19 @@
+"""The agent sandbox: each episode's commands run under bubblewrap with no network, the workspace read-write,
+toolchains read-only, protected files read-only, everything else invisible, and limits; escape attempts are
+recorded. ``cuda-agent build|verify|profile|submit`` inside reach the host through a `Broker`."""
+from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
+from cuda_agent.sandbox._probe import check_sandbox, sandbox_available
+from cuda_agent.sandbox.broker import Broker, BrokerReply
+from cuda_agent.sandbox.sandbox import Sandbox, protected_paths
+
+__all__ = [
+    "Broker",
+    "BrokerReply",
+    "ExecResult",
+    "Sandbox",
+    "SandboxLimits",
+    "Violation",
+    "check_sandbox",
+    "protected_paths",
+    "sandbox_available",
+]

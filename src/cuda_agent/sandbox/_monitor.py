@@ -1,0 +1,197 @@
+"""Effect checks: what a command actually did, measured from the host.
+
+Canary files watched with inotify (an open of a decoy is a read attempt, however the path was spelled), the
+network namespace's no-route counters, protected-file checksums, workspace disk use and process counts.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+IN_ACCESS = 0x001
+IN_OPEN = 0x020
+_EVENT = struct.Struct("iIII")
+
+
+class CanaryWatch:
+    """inotify watches on decoy files and folders shown inside the sandbox at sensitive paths (/etc/shadow ...).
+
+    fsnotify marks belong to the inode, so an open through the sandbox's bind mount is seen here. Opens made
+    with O_PATH (bubblewrap's own mount setup) do not count.
+    """
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self._fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self._names: dict[int, str] = {}
+
+    def watch(self, host_path: Path, inside: str) -> None:
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(host_path), IN_OPEN | IN_ACCESS)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch failed for {host_path}")
+        self._names[wd] = inside
+
+    def opened(self) -> list[str]:
+        """Inside paths opened since the last call, each once."""
+        seen: list[str] = []
+        while True:
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                break
+            offset = 0
+            while offset + _EVENT.size <= len(data):
+                wd, _mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                offset += _EVENT.size + length
+                name = self._names.get(wd)
+                if name and name not in seen:
+                    seen.append(name)
+        return seen
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def no_route_packets(report: str) -> int:
+    """Sum of IPv4 and IPv6 OutNoRoutes in /proc/net/snmp{,6} text: each is a packet or connect aimed outside
+    (the sandbox's network namespace has only loopback). The largest value of each counter wins, so text a
+    command forges into the report can only add, never hide."""
+    best_v4 = best_v6 = 0
+    lines = report.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("Ip: ") and lines[i + 1].startswith("Ip: "):
+            header, values = line.split()[1:], lines[i + 1].split()[1:]
+            if "OutNoRoutes" in header and len(values) == len(header) and values[0].isdigit():
+                try:
+                    best_v4 = max(best_v4, int(values[header.index("OutNoRoutes")]))
+                except ValueError:
+                    pass
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "Ip6OutNoRoutes" and parts[1].isdigit():
+            best_v6 = max(best_v6, int(parts[1]))
+    return best_v4 + best_v6
+
+
+def descendants(root_pid: int) -> list[int]:
+    """Host pids of every process below ``root_pid`` (read from /proc/*/stat; works across PID namespaces)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        after = stat.rsplit(b")", 1)[-1].split()
+        if len(after) > 2:
+            children.setdefault(int(after[1]), []).append(int(entry.name))
+    found: list[int] = []
+    stack = [root_pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def disk_usage(root: Path, skip: tuple[Path, ...] = ()) -> int:
+    """Bytes allocated by the files under ``root`` (not following symlinks), skipping ``skip`` folders."""
+    total = 0
+    stack = [str(root)]
+    skipped = {str(s) for s in skip}
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.path not in skipped:
+                            stack.append(entry.path)
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        total += max(st.st_size if st.st_blocks == 0 else 0, st.st_blocks * 512)
+                except OSError:
+                    continue
+    return total
+
+
+def digest(path: Path) -> str | None:
+    """sha256 of a file, of a folder's files (names and contents), or None when it is missing."""
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    if path.is_dir():
+        h = hashlib.sha256()
+        for sub in sorted(path.rglob("*")):
+            h.update(str(sub.relative_to(path)).encode() + b"\0")
+            if sub.is_file() and not sub.is_symlink():
+                h.update(sub.read_bytes())
+        return "dir:" + h.hexdigest()
+    return None
+
+
+class UidLease:
+    """A host uid used by one ``setuid`` sandbox only, held by an flock on a lock file for its lifetime (so two
+    sandboxes, even in different processes, never share a process limit)."""
+
+    FIRST = 420_000
+    COUNT = 60_000
+
+    def __init__(self) -> None:
+        lock_dir = Path(tempfile.gettempdir()) / "cuda-agent-sandbox-uids"
+        lock_dir.mkdir(mode=0o700, exist_ok=True)
+        start = (os.getpid() * 7919 + id(self)) % self.COUNT
+        for step in range(self.COUNT):
+            uid = self.FIRST + (start + step) % self.COUNT
+            fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    continue
+                raise
+            self.uid = uid
+            self._fd = fd
+            return
+        raise OSError(errno.EAGAIN, f"no free sandbox uid in {lock_dir}")
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def chown_tree(root: Path, uid: int, skip: set[Path]) -> None:
+    """Give ``root`` and everything under it (except ``skip``) to ``uid`` so a ``setuid`` sandbox can write."""
+    os.chown(root, uid, uid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if here / d not in skip]
+        for name in [*dirnames, *filenames]:
+            if here / name in skip:
+                continue
+            try:
+                os.chown(here / name, uid, uid, follow_symlinks=False)
+            except OSError as exc:
+                log.debug("cannot chown %s: %s", here / name, exc)
