@@ -147,3 +147,63 @@ def best_per_task(outcomes: Iterable[TaskOutcome]) -> dict[str, TaskOutcome]:
         if current is None or outcome.rank_key() > current.rank_key():
             best[outcome.task_id] = outcome
     return best
+
+
+def _get(result: Any, name: str) -> Any:
+    if isinstance(result, Mapping):
+        return result.get(name)
+    return getattr(result, name, None)
+
+
+def _median_ms(stats: Any) -> float | None:
+    if stats is None:
+        return None
+    value = stats.get("median_ms") if isinstance(stats, Mapping) else getattr(stats, "median_ms", None)
+    return _opt_float(value)
+
+
+def _rule_names(result: Any) -> tuple[str, ...]:
+    names: list[str] = []
+    for violation in _get(result, "rules_fired") or ():
+        if isinstance(violation, str):
+            names.append(violation)
+        elif isinstance(violation, Mapping):
+            names.append(str(violation.get("rule", "")))
+        else:
+            names.append(str(getattr(violation, "rule", violation)))
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def outcome_from_eval(result: Any, level: int | None = None, *, task_id: str | None = None,
+                      solution: str | None = None, trajectory: str | None = None) -> TaskOutcome:
+    """Turn an evaluator result (an `EvalResult` or its ``to_dict()``) into a `TaskOutcome`.
+
+    Speedups are the evaluator's (baseline median / candidate median); a result whose stage is not a correct one
+    is incorrect whatever its ``correct`` flag says.
+    """
+    tid = task_id or str(_get(result, "task_id") or "")
+    if not tid:
+        raise ConfigError("evaluation result has no task_id; pass task_id=")
+    stage = str(_get(result, "stage") or "")
+    correct = bool(_get(result, "correct")) and stage in ("correct", "timed", "")
+
+    def speed(name: str) -> float | None:
+        value = _opt_float(_get(result, name))
+        return value if correct and value is not None and value > 0 else None
+
+    return TaskOutcome(
+        task_id=tid,
+        level=level if level is not None else level_of(tid),
+        correct=correct,
+        speedup_vs_eager=speed("speedup_eager"),
+        speedup_vs_compile=speed("speedup_compile"),
+        eager_ms=_median_ms(_get(result, "eager")),
+        compile_ms=_median_ms(_get(result, "compile")),
+        candidate_ms=_median_ms(_get(result, "candidate")),
+        stage=stage,
+        rules_fired=_rule_names(result),
+        reward=_opt_float(_get(result, "reward")),
+        solution=solution,
+        trajectory=trajectory,
+        error="" if correct else str(_get(result, "reason") or "")[:500],
+    )
