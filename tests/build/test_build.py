@@ -134,7 +134,13 @@ def test_no_sources_is_explained(tmp_path, cache):
 def test_duplicate_export_names_are_refused(tmp_path, cache):
     ws = make_workspace(tmp_path / "w5", **{"kernels/relu2.cu": RELU.replace("relu_kernel", "relu_kernel2")})
     result = build_workspace(ws.root, cache_dir=cache, arch="90")
-    assert result.ok
+    assert not result.ok and "multiple definition" in result.diagnostics and "relu" in result.diagnostics
+    # file-local functions link, but two exports of one name would make `ops.relu` ambiguous
+    static_relu = RELU.replace("void relu(", "static void relu(").replace("relu_kernel", "relu_kernel3")
+    ws = make_workspace(tmp_path / "w6", **{"kernels/relu2.cu": static_relu,
+                                          "kernels/relu.cu": RELU.replace("void relu(", "static void relu(")})
+    result = build_workspace(ws.root, cache_dir=cache, arch="90")
+    assert result.ok, result.diagnostics
     with pytest.raises(Exception, match="two kernel files export a function named 'relu'"):
         load_library(result.library)
 
