@@ -123,7 +123,7 @@ class StandInEvaluator:
 
     Each job sleeps ``seconds`` (the GPU time it stands for), records where and when it ran, and returns a correct,
     "timed" result. A solution may carry ``standin.json`` (``{"seconds": 0.5, "fault": "crash"}``) to change that
-    one job. Faults simulate what real GPU work does wrong:
+    one job (at the solution's top level or under ``kernels/``, where a workspace snapshot keeps it). Faults simulate what real GPU work does wrong:
 
     - ``crash``: the worker process dies by SIGSEGV mid-job (a segfault in a kernel launch, a driver abort);
     - ``hang``: the job never returns (a kernel stuck in an endless loop);
@@ -159,7 +159,8 @@ class StandInEvaluator:
         return None
 
     def _plan(self, job: EvalJob) -> tuple[float, str | None]:
-        raw = job.solution.file_map().get(STANDIN_FILE)
+        files = job.solution.file_map()
+        raw = files.get(STANDIN_FILE, files.get(f"kernels/{STANDIN_FILE}"))
         if raw is None:
             return self.seconds, self.fault
         spec = json.loads(raw)
