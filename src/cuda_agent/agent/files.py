@@ -90,16 +90,15 @@ class WorkspaceFiles:
         if not isinstance(content, str):
             raise ToolError("content must be a string")
         resolved = self._writable(path)
-        resolved.parent.mkdir(parents=True, exist_ok=True)
         existed = resolved.exists()
-        _atomic_write(resolved, content)
+        _atomic_write(resolved, content, self.root)
         verb = "overwrote" if existed else "created"
         return f"{verb} {self.relative(resolved)} ({len(content.splitlines())} lines, {len(content.encode())} bytes)"
 
     def edit(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         resolved = self._writable(path)
         text = _apply_edit(self._text(resolved), old_string, new_string, replace_all, self.relative(resolved))
-        _atomic_write(resolved, text)
+        _atomic_write(resolved, text, self.root)
         return f"edited {self.relative(resolved)}"
 
     def multi_edit(self, path: str, edits: Sequence[Mapping[str, object]]) -> str:
@@ -120,7 +119,7 @@ class WorkspaceFiles:
                 )
             except ToolError as exc:
                 raise ToolError(f"edit {number} of {len(edits)}: {exc}; no edit was applied") from exc
-        _atomic_write(resolved, text)
+        _atomic_write(resolved, text, self.root)
         return f"applied {len(edits)} edits to {self.relative(resolved)}"
 
     def glob(self, pattern: str, limit: int = 500) -> str:
@@ -129,7 +128,7 @@ class WorkspaceFiles:
         matches = sorted(
             self.relative(p) + ("/" if p.is_dir() else "")
             for p in self.root.glob(pattern)
-            if self.root in p.resolve().parents and not (set(p.relative_to(self.root).parts) & _SKIP_DIRS - {".."})
+            if self.root in p.resolve().parents and not set(p.relative_to(self.root).parts) & _SKIP_DIRS
         )
         if not matches:
             return f"no files match {pattern}"
@@ -184,7 +183,16 @@ def _apply_edit(text: str, old: str, new: str, replace_all: bool, where: str) ->
     return text.replace(old, new) if replace_all else text.replace(old, new, 1)
 
 
-def _atomic_write(path: Path, content: str) -> None:
+def _atomic_write(path: Path, content: str, root: Path) -> None:
+    """Write via a temporary file and rename. New files and folders take the workspace folder's owner, so that a
+    sandbox running the agent's commands as another user can still edit what the tools wrote."""
+    owner = root.stat()
+    chown = os.geteuid() == 0 and owner.st_uid != 0
+    missing = [p for p in [path.parent, *path.parent.parents] if root in p.parents and not p.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(content)
+    if chown:
+        for item in [*missing, tmp]:
+            os.chown(item, owner.st_uid, owner.st_gid)
     os.replace(tmp, path)

@@ -177,34 +177,31 @@ def _kill_group(pid: int) -> None:
 
 
 class SandboxRunner:
-    """Run bash in `cuda_agent.sandbox.Sandbox` with the environment's handler behind its `Broker`."""
+    """Run bash in `cuda_agent.sandbox.Sandbox` (bubblewrap), with the environment's handler behind its broker."""
 
     def __init__(self, workspace: Path, handler: CommandHandler, *, limits: object | None = None) -> None:
-        from cuda_agent import sandbox as sandbox_pkg
+        from cuda_agent.sandbox import Sandbox
 
-        self._broker = sandbox_pkg.Broker(_broker_handler(handler))
-        kwargs: dict[str, object] = {"broker": self._broker}
+        kwargs: dict[str, object] = {"broker": _broker_handler(handler)}
         if limits is not None:
             kwargs["limits"] = limits
-        self._sandbox = sandbox_pkg.Sandbox(workspace, **kwargs)
+        self._sandbox = Sandbox(workspace, **kwargs)  # type: ignore[arg-type]
 
     def run(self, command: str, timeout_s: float) -> CommandOutput:
         result = self._sandbox.exec(command, timeout=timeout_s)
-        output = getattr(result, "output", None)
-        if output is None:
-            output = (getattr(result, "stdout", "") or "") + (getattr(result, "stderr", "") or "")
+        output = result.output
+        for violation in getattr(result, "violations", ()):
+            output += f"\n[sandbox: {getattr(violation, 'kind', 'violation')}: {getattr(violation, 'detail', violation)}]"
         return CommandOutput(
             output=output,
-            exit_code=int(getattr(result, "exit_code", getattr(result, "returncode", 0))),
-            timed_out=bool(getattr(result, "timed_out", False)),
-            seconds=float(getattr(result, "seconds", 0.0) or 0.0),
+            exit_code=int(result.exit_code),
+            timed_out=bool(result.timed_out),
+            seconds=float(result.seconds or 0.0),
+            truncated_bytes=int(getattr(result, "truncated_bytes", 0) or 0),
         )
 
     def close(self) -> None:
         self._sandbox.close()
-        close = getattr(self._broker, "close", None)
-        if callable(close):
-            close()
 
 
 def _broker_handler(handler: CommandHandler) -> Callable[..., object]:
@@ -220,15 +217,10 @@ def _broker_handler(handler: CommandHandler) -> Callable[..., object]:
 def sandbox_available() -> bool:
     """Whether `cuda_agent.sandbox` exists here and bubblewrap can run."""
     try:
-        from cuda_agent import sandbox as sandbox_pkg
+        from cuda_agent.sandbox import sandbox_available as probe
     except ImportError:
         return False
-    if not hasattr(sandbox_pkg, "Sandbox") or not hasattr(sandbox_pkg, "Broker"):
-        return False
-    check = getattr(sandbox_pkg, "sandbox_available", None)
-    if callable(check):
-        return bool(check())
-    return shutil.which("bwrap") is not None
+    return bool(probe())
 
 
 def make_runner(mode: str, workspace: Path, handler: CommandHandler) -> CommandRunner:
