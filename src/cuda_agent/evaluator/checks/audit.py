@@ -1,0 +1,176 @@
+"""A Python audit hook that watches what candidate code asks of the interpreter.
+
+Why an audit hook: it is the one observation point in CPython that code running in the process cannot remove
+(``sys.addaudithook`` hooks are permanent) and that sees introspection the candidate would need to reach the
+evaluator's private state: frame access (``sys._getframe``, ``tb_frame``, ``gi_frame``), the garbage collector's
+object lists, tracing, code-object surgery, raw memory through ctypes, dynamic code, process spawning, and imports.
+
+An event counts against the candidate only when a candidate frame is on the stack and the code that raised it is
+not PyTorch's own (torch legitimately compiles code and opens files when the candidate calls it). Candidate frames
+are those whose file lies in the solution's folder (except the protected binding.py) or that were compiled from a
+string by candidate code.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+_getframe = sys._getframe
+
+INTROSPECTION_EVENTS = frozenset({
+    "sys._getframe", "sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
+    "gc.get_referents", "sys.settrace", "sys.setprofile", "sys.addaudithook", "object.__setattr__",
+    "object.__delattr__", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at",
+    "ctypes.wstring_at", "ctypes.set_errno", "code.__new__", "function.__new__", "cpython.PyInterpreterState_Clear",
+    "sys.monitoring.register_callback",
+})
+# object.__getattr__ is raised for frame-reaching attributes (tb_frame, gi_frame, f_back...) and __code__/__globals__.
+SENSITIVE_GETATTR = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals",
+                               "__globals__", "__code__", "__closure__", "gi_code", "cr_code"})
+DYNAMIC_CODE_EVENTS = frozenset({"exec", "compile"})
+SPAWN_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system", "os.exec",
+                          "subprocess.Popen", "_posixsubprocess.fork_exec", "os.startfile", "pty.spawn"})
+THREAD_EVENTS = frozenset({"_thread.start_new_thread", "_thread.start_joinable_thread"})
+FORBIDDEN_IMPORT_PREFIXES = ("cuda_agent", "gc", "inspect", "ctypes", "_ctypes", "threading", "_thread",
+                             "multiprocessing", "concurrent", "subprocess", "signal", "importlib", "model",
+                             "cffi", "sysconfig", "faulthandler", "tracemalloc")
+# Modules candidate code may legitimately reach through the binding: allowed when binding.py imports them.
+_BINDING_NAME = "binding.py"
+
+
+@dataclass
+class AuditLog:
+    """Events attributed to the candidate, as (rule, detail) pairs, in order; capped."""
+
+    hits: list[tuple[str, str]] = field(default_factory=list)
+    limit: int = 50
+
+    def add(self, rule: str, detail: str) -> None:
+        if len(self.hits) < self.limit and (rule, detail) not in self.hits:
+            self.hits.append((rule, detail))
+
+
+class CandidateAudit:
+    """Install once per process with `install`; `arm(roots)` starts attributing events to code under ``roots``."""
+
+    def __init__(self) -> None:
+        self.log = AuditLog()
+        self._roots: tuple[str, ...] = ()
+        self._reference_files: tuple[str, ...] = ()
+        self._armed = False
+        self._busy = threading.local()
+        import torch
+
+        self._trusted_prefixes = (os.path.dirname(torch.__file__) + os.sep,)
+        self._installed = False
+
+    def install(self) -> None:
+        if not self._installed:
+            sys.addaudithook(self._hook)
+            self._installed = True
+
+    def arm(self, roots: tuple[str, ...], reference_files: tuple[str, ...] = ()) -> None:
+        self._roots = tuple(os.path.realpath(r) for r in roots)
+        self._reference_files = tuple(os.path.realpath(r) for r in reference_files)
+        self._armed = True
+
+    def disarm(self) -> None:
+        self._armed = False
+
+    def _is_candidate_file(self, filename: str) -> bool:
+        if not filename or filename.startswith("<"):
+            return False
+        path = os.path.realpath(filename) if not filename.startswith("/") else filename
+        if path.endswith(os.sep + _BINDING_NAME):
+            return False
+        return any(path == root or path.startswith(root + os.sep) for root in self._roots)
+
+    def _attribution(self) -> tuple[bool, str, str]:
+        """(candidate on the stack, innermost Python file, the candidate frame's file:line)."""
+        frame = _getframe(3)
+        innermost = frame.f_code.co_filename if frame is not None else ""
+        depth = 0
+        while frame is not None and depth < 200:
+            name = frame.f_code.co_filename
+            if self._is_candidate_file(name):
+                return True, innermost, f"{os.path.basename(name)}:{frame.f_lineno}"
+            frame = frame.f_back
+            depth += 1
+        return False, innermost, ""
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self._armed or getattr(self._busy, "on", False):
+            return
+        relevant = (event in INTROSPECTION_EVENTS or event in DYNAMIC_CODE_EVENTS or event in SPAWN_EVENTS
+                    or event in THREAD_EVENTS or event == "import" or event == "open"
+                    or (event == "object.__getattr__" and len(args) > 1 and args[1] in SENSITIVE_GETATTR))
+        if not relevant:
+            return
+        self._busy.on = True
+        try:
+            self._classify(event, args)
+        except Exception:  # noqa: BLE001 - an audit hook must never break the audited operation
+            pass
+        finally:
+            self._busy.on = False
+
+    def _classify(self, event: str, args: tuple[Any, ...]) -> None:
+        on_stack, innermost, site = self._attribution()
+        if not on_stack:
+            return
+        # Rationale: code PyTorch runs on the candidate's behalf (inline-extension builds, lazy imports) is trusted.
+        trusted_origin = innermost.startswith(self._trusted_prefixes) or innermost.startswith("<frozen")
+        if event == "open":
+            path = str(args[0]) if args else ""
+            # Rationale: reading the reference (model.py) or the evaluator's files is how a candidate copies the
+            # reference or learns the checker; either is a fallback to the reference / an attack on the judge.
+            real = os.path.realpath(path) if path and not path.isdigit() else path
+            if real in self._reference_files:
+                self.log.add("evaluator_access", f"opened the reference {os.path.basename(real)} at {site}")
+            elif "cuda_agent" in real and "evaluator" in real:
+                self.log.add("evaluator_access", f"opened evaluator file {real} at {site}")
+            return
+        if event == "import":
+            name = str(args[0]) if args else ""
+            if trusted_origin and not innermost.startswith("<frozen"):
+                return
+            # Rationale: importing the reference (`model`) is the classic PyTorch fallback; importing the evaluator
+            # or introspection modules is how its private state would be reached.
+            if name == "model" or name.startswith("model."):
+                self.log.add("torch_fallback", f"imported the reference module 'model' at {site}")
+            elif name.split(".")[0] == "cuda_agent" and not name.startswith("cuda_agent.build"):
+                self.log.add("evaluator_access", f"imported {name} at {site}")
+            return
+        if trusted_origin:
+            return
+        if event in DYNAMIC_CODE_EVENTS:
+            # Rationale: code compiled at run time escapes static review and can carry any of the other cheats.
+            self.log.add("dynamic_code", f"{event} at {site}")
+        elif event in SPAWN_EVENTS or event in THREAD_EVENTS:
+            # Rationale: work in another process or thread runs outside the timed region.
+            self.log.add("background_thread", f"{event} at {site}")
+        elif event == "object.__getattr__":
+            self.log.add("forbidden_introspection", f"read .{args[1]} at {site}")
+        elif event == "object.__setattr__" or event == "object.__delattr__":
+            target = args[0] if args else None
+            attr = args[1] if len(args) > 1 else "?"
+            self.log.add("patched_trusted_function", f"set {getattr(target, '__name__', type(target).__name__)}"
+                                                     f".{attr} at {site}")
+        else:
+            # Rationale: frames, the gc's object lists, tracing and raw memory reach the evaluator's private state.
+            self.log.add("forbidden_introspection", f"{event} at {site}")
+
+
+_AUDIT: CandidateAudit | None = None
+
+
+def audit() -> CandidateAudit:
+    """The process's one audit hook (installed on first use)."""
+    global _AUDIT
+    if _AUDIT is None:
+        _AUDIT = CandidateAudit()
+        _AUDIT.install()
+    return _AUDIT

@@ -1,0 +1,233 @@
+"""Trusted comparison of candidate outputs with reference outputs.
+
+Why every torch function here is bound at import: the candidate runs in this process and could replace
+``torch.allclose`` or a tensor method; this module is imported before any candidate code loads, and the evaluator
+checks afterwards that none of these names (nor their dispatcher kernels) were replaced. Judging never calls a
+method looked up on a candidate-provided object: outputs must be exactly ``torch.Tensor`` (no subclass) before any
+arithmetic touches them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+_Tensor = torch.Tensor
+_abs = torch.abs
+_sub = torch.sub
+_mul = torch.mul
+_add = torch.add
+_gt = torch.gt
+_isfinite = torch.isfinite
+_isnan = torch.isnan
+_isposinf = torch.isposinf
+_isneginf = torch.isneginf
+_equal = torch.equal
+_any = torch.any
+_sum = torch.sum
+_amax = torch.amax
+_norm = torch.linalg.vector_norm
+_logical_and = torch.logical_and
+_logical_not = torch.logical_not
+_where = torch.where
+_zeros_like = torch.zeros_like
+_type = type
+_isinstance = isinstance
+_float = float
+_len = len
+_item = torch.Tensor.item
+_reshape = torch.reshape
+_to = torch.Tensor.to
+_float64 = torch.float64
+_CHUNK = 1 << 26
+
+TRUSTED_NAMES = (
+    "torch.abs", "torch.sub", "torch.mul", "torch.add", "torch.gt", "torch.isfinite", "torch.isnan", "torch.isposinf",
+    "torch.isneginf", "torch.equal", "torch.any", "torch.sum", "torch.amax", "torch.linalg.vector_norm",
+    "torch.logical_and", "torch.logical_not", "torch.where", "torch.zeros_like", "torch.reshape", "torch.Tensor.item",
+    "torch.Tensor.to",
+)
+# The dispatcher ops these functions reach; a Python kernel registered over one of them is a patch.
+TRUSTED_OPS = (
+    "aten::abs", "aten::sub.Tensor", "aten::mul.Tensor", "aten::add.Tensor", "aten::gt.Tensor", "aten::gt.Scalar",
+    "aten::isfinite", "aten::isnan", "aten::isposinf", "aten::isneginf", "aten::equal", "aten::any",
+    "aten::sum", "aten::amax", "aten::linalg_vector_norm", "aten::logical_and", "aten::logical_not",
+    "aten::where.self", "aten::zeros_like", "aten::reshape", "aten::view", "aten::_local_scalar_dense",
+    "aten::_to_copy", "aten::copy_", "aten::clone", "aten::fill_.Scalar", "aten::empty.memory_format",
+    "aten::empty_strided", "aten::eq.Tensor", "aten::ne.Tensor", "aten::as_strided",
+)
+
+
+@dataclass(frozen=True)
+class LeafReport:
+    """How one output leaf compares: ``ok`` under the tolerances, and the error measures."""
+
+    path: str
+    ok: bool
+    reason: str = ""
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    mismatches: int = 0
+    signal_rel_error: float = 0.0
+    reference_tiny: bool = False
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The whole output: structure problems stop before any value is compared."""
+
+    ok: bool
+    reason: str
+    leaves: tuple[LeafReport, ...] = ()
+    lazy: bool = False
+
+    @property
+    def max_abs(self) -> float:
+        return max((leaf.max_abs for leaf in self.leaves), default=0.0)
+
+    @property
+    def max_rel(self) -> float:
+        return max((leaf.max_rel for leaf in self.leaves), default=0.0)
+
+    @property
+    def signal_rel_error(self) -> float:
+        return max((leaf.signal_rel_error for leaf in self.leaves), default=0.0)
+
+
+def flatten(obj: Any, path: str = "out") -> list[tuple[str, Any]]:
+    """Leaves of a (possibly nested) tuple/list output, with their paths; a leaf is anything else."""
+    if _type(obj) in (tuple, list):
+        leaves: list[tuple[str, Any]] = []
+        for i, item in enumerate(obj):
+            leaves.extend(flatten(item, f"{path}[{i}]"))
+        return leaves
+    return [(path, obj)]
+
+
+def structure(obj: Any) -> Any:
+    """The shape of the container tree (types and lengths), without values."""
+    if _type(obj) in (tuple, list):
+        return (_type(obj).__name__, tuple(structure(x) for x in obj))
+    if _isinstance(obj, _Tensor):
+        return "tensor"
+    return _type(obj).__name__
+
+
+def is_plain_tensor(value: Any) -> bool:
+    """Exactly ``torch.Tensor``: not a subclass (which could compute lazily or lie about its values)."""
+    return _type(value) is _Tensor
+
+
+def _scalar(t: Any) -> float:
+    return _float(_item(t))
+
+
+def compare_tensor(path: str, cand: Any, ref: Any, atol: float, rtol: float) -> LeafReport:
+    """Compare one tensor leaf: shape, dtype and device exactly, then values (NaN/Inf never pass where the reference
+    is finite; where the reference is not finite the candidate must have the same kind of non-finite value)."""
+    if not is_plain_tensor(cand):
+        return LeafReport(path, False, f"{path} is a {_type(cand).__module__}.{_type(cand).__name__}, "
+                                       "not a plain torch.Tensor")
+    if tuple(cand.shape) != tuple(ref.shape):
+        return LeafReport(path, False, f"{path} has shape {tuple(cand.shape)}, expected {tuple(ref.shape)}")
+    if cand.dtype != ref.dtype:
+        return LeafReport(path, False, f"{path} has dtype {cand.dtype}, expected {ref.dtype}")
+    if cand.device != ref.device:
+        return LeafReport(path, False, f"{path} is on {cand.device}, expected {ref.device}")
+    if cand.numel() == 0:
+        return LeafReport(path, True)
+    if not (cand.dtype.is_floating_point or cand.dtype.is_complex):
+        equal = _equal(cand, ref)
+        mismatches = 0 if equal else int(_scalar(_sum(cand != ref)))
+        return LeafReport(path, bool(equal), "" if equal else f"{path}: {mismatches} elements differ (exact dtype)",
+                          mismatches=mismatches, max_abs=0.0 if equal else math.inf)
+    c = _reshape(cand, (-1,))
+    r = _reshape(ref, (-1,))
+    n = c.numel()
+    max_abs = 0.0
+    max_rel = 0.0
+    mismatches = 0
+    bad_nonfinite = 0
+    err_sq = 0.0
+    ref_sq = 0.0
+    ref_sum = 0.0
+    ref_abs_max = 0.0
+    for start in range(0, n, _CHUNK):
+        cc = _to(c[start:start + _CHUNK], _float64)
+        rr = _to(r[start:start + _CHUNK], _float64)
+        r_fin = _isfinite(rr)
+        c_fin = _isfinite(cc)
+        both = _logical_and(r_fin, c_fin)
+        # non-finite: candidate non-finite where the reference is finite, or a different kind of non-finite value
+        bad_nonfinite += int(_scalar(_sum(_logical_and(r_fin, _logical_not(c_fin)))))
+        bad_nonfinite += int(_scalar(_sum(_isnan(rr) != _isnan(cc))))
+        bad_nonfinite += int(_scalar(_sum(_isposinf(rr) != _isposinf(cc))))
+        bad_nonfinite += int(_scalar(_sum(_isneginf(rr) != _isneginf(cc))))
+        zero = _zeros_like(rr)
+        diff = _where(both, _abs(_sub(cc, rr)), zero)
+        rabs = _where(both, _abs(rr), zero)
+        allowed = _add(_mul(rabs, rtol), atol)
+        mismatches += int(_scalar(_sum(_gt(diff, allowed))))
+        if diff.numel():
+            max_abs = max(max_abs, _scalar(_amax(diff)))
+            rel = diff / _add(rabs, 1e-12)
+            max_rel = max(max_rel, _scalar(_amax(rel)))
+            ref_abs_max = max(ref_abs_max, _scalar(_amax(rabs)))
+        err_sq += _scalar(_sum(_mul(diff, diff)))
+        ref_sq += _scalar(_sum(_mul(rabs, rabs)))
+        ref_sum += _scalar(_sum(_where(both, rr, zero)))
+    mean = ref_sum / n
+    centred_sq = max(0.0, ref_sq - n * mean * mean)
+    signal = math.sqrt(centred_sq) if n > 1 and centred_sq > 1e-30 * max(ref_sq, 1e-300) else math.sqrt(ref_sq)
+    err = math.sqrt(err_sq)
+    signal_rel = err / signal if signal > 0 else (0.0 if err == 0 else math.inf)
+    # A reference is "tiny" when a constant output equal to its mean would pass the tolerance check.
+    tiny = ref_abs_max > 0 and ref_abs_max - abs(mean) <= atol + rtol * abs(mean)
+    if bad_nonfinite:
+        return LeafReport(path, False, f"{path}: {bad_nonfinite} NaN/Inf values where the reference differs",
+                          max_abs=math.inf, max_rel=math.inf, mismatches=bad_nonfinite, signal_rel_error=math.inf,
+                          reference_tiny=tiny)
+    ok = mismatches == 0
+    reason = "" if ok else (f"{path}: {mismatches}/{n} elements outside atol={atol:g}, rtol={rtol:g} "
+                            f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g})")
+    return LeafReport(path, ok, reason, max_abs, max_rel, mismatches, signal_rel, tiny)
+
+
+def compare_outputs(cand: Any, ref: Any, tolerances: Callable[[str], tuple[float, float]]) -> Comparison:
+    """Compare a candidate's whole output with the reference's. ``tolerances(dtype_name) -> (atol, rtol)``."""
+    cand_leaves = flatten(cand)
+    ref_leaves = flatten(ref)
+    lazy = any(_isinstance(v, _Tensor) and not is_plain_tensor(v) for _, v in cand_leaves)
+    if lazy:
+        bad = next(p for p, v in cand_leaves if _isinstance(v, _Tensor) and not is_plain_tensor(v))
+        return Comparison(False, f"{bad} is a tensor subclass; return plain torch.Tensor outputs", lazy=True)
+    if structure(cand) != structure(ref):
+        return Comparison(False, f"output structure {structure(cand)} differs from the reference's {structure(ref)}")
+    reports: list[LeafReport] = []
+    for (path, c), (_, r) in zip(cand_leaves, ref_leaves):
+        if _isinstance(r, _Tensor):
+            atol, rtol = tolerances(str(r.dtype).removeprefix("torch."))
+            reports.append(compare_tensor(path, c, r, atol, rtol))
+        elif _isinstance(r, (int, float, bool)) and _type(c) is _type(r):
+            ok = (c == r) or (_isinstance(r, float) and math.isfinite(r) and abs(c - r) <= 1e-2 + 1e-2 * abs(r))
+            reports.append(LeafReport(path, bool(ok), "" if ok else f"{path}: {c!r} != {r!r}"))
+        else:
+            ok = _type(c) is _type(r) and c == r
+            reports.append(LeafReport(path, bool(ok), "" if ok else f"{path}: {c!r} != {r!r}"))
+    failed = [leaf for leaf in reports if not leaf.ok]
+    return Comparison(not failed, "; ".join(leaf.reason for leaf in failed[:3]), tuple(reports))
+
+
+def tensors_equal(a: Any, b: Any) -> bool:
+    """Bitwise equality of two plain tensors of the same shape and dtype (NaNs with equal bits are equal)."""
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    if a.dtype.is_floating_point:
+        width = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
+        if width is not None:
+            return bool(_equal(a.contiguous().view(width), b.contiguous().view(width)))
+    return bool(_equal(a, b))

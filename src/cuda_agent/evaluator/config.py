@@ -1,0 +1,107 @@
+"""`EvalConfig`: every knob of one evaluation, frozen so that it can key caches and travel to a worker process."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from cuda_agent.errors import ConfigError
+
+MODES = ("strict", "relaxed")
+
+# (atol, rtol) by dtype name. "paper" is the CUDA Agent paper's (and KernelBench's) 1e-2 for fp32.
+TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
+    "paper": {
+        "float64": (1e-2, 1e-2), "float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2),
+    },
+    "tight": {
+        "float64": (1e-7, 1e-7), "float32": (1e-4, 1e-4), "float16": (1e-3, 1e-3), "bfloat16": (8e-3, 8e-3),
+    },
+}
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How to evaluate one candidate.
+
+    Attributes:
+        mode: 'strict' (all computation in the workspace's own kernels; cuBLAS/cuDNN only from the kernels' C++) or
+            'relaxed' (PyTorch ops allowed beside custom kernels, as KernelBench allows).
+        tolerance: a preset of TOLERANCE_PRESETS ('paper' or 'tight'); `atol`/`rtol`, when set, override it for
+            every floating dtype.
+        n_trials: fresh random input sets per evaluation (at least 5), each from a new seed.
+        variants: also check inputs from another distribution (scaled) and other shapes (size constants changed).
+        precision_probe: compare with a float64 reference to expose lowered precision (fp16/bf16/TF32).
+        profile: time eager, torch.compile and the candidate after a correct verification.
+        kernel_breakdown: add a per-kernel time breakdown (GPU only; slower).
+        runtime_audit: record the kernels that actually run (GPU only): decoys, foreign streams, PyTorch kernels.
+        timeout_s: wall-clock limit of the whole evaluation (build included); past it the process group is killed.
+        warmup, reps: timing iterations (per measurement).
+        device: 'auto' (CUDA when present, else CPU), 'cpu', 'cuda' or 'cuda:N'.
+        baseline_cache_dir: where eager/compile baseline times are cached (None: the default cache folder).
+        build_cache_dir: the build's object cache (None: the build's default).
+        arch: compute capability for the build (None: detect).
+        speed_threshold: the reward's margin: "faster" means more than this fraction faster.
+        seed: None draws fresh seeds from the OS every call (the default and the only safe setting); an int makes a
+            run reproducible for debugging.
+        sol_tolerance: a candidate timed below floor * sol_tolerance fires the speed-of-light rule.
+        max_log_chars: logs kept in the result are trimmed to this many characters.
+    """
+
+    mode: str = "strict"
+    tolerance: str = "paper"
+    atol: float | None = None
+    rtol: float | None = None
+    n_trials: int = 5
+    variants: bool = True
+    precision_probe: bool = True
+    profile: bool = True
+    kernel_breakdown: bool = False
+    runtime_audit: bool = True
+    timeout_s: float = 300.0
+    warmup: int = 5
+    reps: int = 50
+    device: str = "auto"
+    baseline_cache_dir: str | None = None
+    build_cache_dir: str | None = None
+    arch: str | None = None
+    speed_threshold: float = 0.05
+    seed: int | None = None
+    sol_tolerance: float = 0.9
+    max_log_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"EvalConfig.mode must be one of {MODES}, got {self.mode!r}")
+        if self.tolerance not in TOLERANCE_PRESETS:
+            raise ConfigError(f"EvalConfig.tolerance must be one of {tuple(TOLERANCE_PRESETS)}, got {self.tolerance!r}")
+        if self.n_trials < 5:
+            raise ConfigError(f"EvalConfig.n_trials must be at least 5 (fresh input sets per call), got {self.n_trials}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"EvalConfig.timeout_s must be positive, got {self.timeout_s}")
+        if self.warmup < 0 or self.reps < 1:
+            raise ConfigError(f"EvalConfig warmup >= 0 and reps >= 1 required, got {self.warmup}, {self.reps}")
+        for name in ("atol", "rtol"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ConfigError(f"EvalConfig.{name} must be >= 0, got {value}")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError(f"EvalConfig.device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
+
+    def tolerances(self, dtype_name: str) -> tuple[float, float]:
+        """(atol, rtol) for an output dtype ('float32', ...); exact (0, 0) for integer and bool outputs."""
+        preset = TOLERANCE_PRESETS[self.tolerance]
+        if dtype_name not in preset:
+            return (0.0, 0.0)
+        atol, rtol = preset[dtype_name]
+        return (self.atol if self.atol is not None else atol, self.rtol if self.rtol is not None else rtol)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown EvalConfig fields: {', '.join(sorted(unknown))}")
+        return cls(**data)

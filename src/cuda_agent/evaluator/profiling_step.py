@@ -1,0 +1,148 @@
+"""Timing after a correct verification: the candidate timed with outputs re-checked (on inputs refilled in place),
+baselines from the cache (measured before the candidate loaded), speedups with spread, the speed-of-light floor,
+and the reward."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from cuda_agent.evaluator import compare, reference
+from cuda_agent.evaluator.result import EvalResult, continuous, failure, reward
+
+if TYPE_CHECKING:
+    from cuda_agent.evaluator.verify import Verifier
+
+log = logging.getLogger(__name__)
+_perf = time.perf_counter
+_data_of = torch.Tensor.data.__get__
+
+
+def timing_set_count(inputs: list[Any], device: torch.device) -> int:
+    """How many input sets to rotate through while timing: up to 5, within a fifth of free device memory."""
+    per_set = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) * 2
+    if device.type != "cuda" or per_set == 0:
+        return 3
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(max(1, min(5, (free // 5) // max(per_set, 1))))
+
+
+def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: Any, config: Any,
+                          device: torch.device, seeds: list[int]) -> tuple[Any, bool]:
+    """Eager and torch.compile times of the reference: cached per task, GPU, versions and settings. Called
+    before any candidate code loads, so that nothing the candidate does can slow the baselines down."""
+    from cuda_agent.evaluator.baselines import (BaselineCache, baseline_key, environment_key_parts,
+                                                measure_baselines)
+
+    probe = reference.make_inputs(module, seeds[0], device)
+    n_sets = timing_set_count(probe, device)
+    settings = {"warmup": config.warmup, "reps": config.reps, "sets": n_sets, "device": device.type}
+    key = baseline_key(task_hash, settings=settings, **environment_key_parts(device))
+    cache = BaselineCache(config.baseline_cache_dir)
+
+    def measure() -> Any:
+        sets = [probe] + [reference.make_inputs(module, s, device) for s in seeds[1:n_sets]]
+        return measure_baselines(ref_model, sets, warmup=config.warmup, reps=config.reps, key=key)
+
+    return cache.get_or_measure(key, measure)
+
+
+def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
+    from cuda_agent.evaluator.timing import OutputMismatchDuringTiming, time_forward
+    from cuda_agent.evaluator.reward import speedup_with_spread
+
+    started = _perf()
+    config = v.config
+    base_seed = v.seeds[0] ^ 0x7135
+    first = reference.make_inputs(v.module, base_seed, v.device)
+    n_sets = timing_set_count(first, v.device)
+    sets = [first] + [reference.make_inputs(v.module, base_seed + k, v.device) for k in range(1, n_sets)]
+    goldens = [v._reference(s) for s in sets]
+    refills = [0]
+
+    def check(i: int, out: Any) -> bool:
+        result = compare.compare_outputs(out, goldens[i], v._tol)
+        if not result.ok:
+            v._last_reason = result.reason
+        return result.ok
+
+    def before_check(i: int) -> None:
+        # Rationale: caching keyed on the timing sets' addresses; checked calls see new values in place.
+        refills[0] += 1
+        fresh = reference.make_inputs(v.module, base_seed ^ (0xF00D + refills[0]), v.device)
+        for arg, new in zip(sets[i], fresh):
+            if isinstance(arg, torch.Tensor):
+                _data_of(arg).copy_(new)
+        goldens[i] = v._reference(fresh)
+
+    assert v.model is not None
+    try:
+        stats = time_forward(v.model, sets, warmup=config.warmup, reps=config.reps, check=check,
+                             before_check=before_check)
+    except OutputMismatchDuringTiming as exc:
+        # Rationale: correct while verified, wrong while timed.
+        v.fire("audit_evasion", f"wrong output during timing: {exc}"[:400])
+        stats = None
+    except Exception as exc:  # noqa: BLE001
+        err = v._fail(exc, "forward during timing")
+        return failure(v.task.id, err.stage, err.reason, log=err.log, rules_fired=tuple(v.violations), **common)
+    v._integrity("after timing")
+    profile_s = _perf() - started
+    common = {**common, "profile_seconds": profile_s}
+    if v.violations or stats is None:
+        return failure(v.task.id, "rule_violation", "; ".join(str(x) for x in v.violations[:3]),
+                       rules_fired=tuple(v.violations), candidate=stats, **common)
+    base = v.baselines
+    fields: dict[str, Any] = {"candidate": stats}
+    if base is not None:
+        s_e, lo_e, hi_e = speedup_with_spread(base.eager, stats)
+        s_c, lo_c, hi_c = speedup_with_spread(base.compile, stats)
+        fields.update(eager=base.eager, compile=base.compile, speedup_eager=s_e, speedup_eager_low=lo_e,
+                      speedup_eager_high=hi_e, speedup_compile=s_c, speedup_compile_low=lo_c,
+                      speedup_compile_high=hi_c)
+        if base.compile_error:
+            v.notes.append(f"torch.compile baseline fell back to eager: {base.compile_error[:200]}")
+    _speed_of_light(v, sets[0], goldens[0], stats, fields)
+    if config.kernel_breakdown:
+        _breakdown(v, sets[0], fields)
+    common["notes"] = tuple(v.notes)
+    if v.violations:
+        return failure(v.task.id, "rule_violation", "; ".join(str(x) for x in v.violations[:3]),
+                       rules_fired=tuple(v.violations), **fields, **common)
+    result = EvalResult(task_id=v.task.id, stage="timed", correct=True, **fields, **common)
+    return replace(result, reward=reward(result, config.speed_threshold), continuous_reward=continuous(result))
+
+
+def _speed_of_light(v: "Verifier", inputs: list[Any], outputs: Any, stats: Any, fields: dict[str, Any]) -> None:
+    """Rationale: a time below what the hardware can do is a timing cheat nobody has listed yet."""
+    if v.device.type != "cuda":
+        return
+    try:
+        from cuda_agent.evaluator.speed_of_light import estimate, gpu_spec
+
+        est = estimate(v.ref_model, inputs, outputs, gpu_spec(v.device))
+    except Exception as exc:  # noqa: BLE001 - no estimate is a note, not a failure
+        v.notes.append(f"speed-of-light estimate unavailable: {type(exc).__name__}: {exc}"[:300])
+        return
+    floor = float(est.floor_ms)
+    if floor <= 0:
+        return
+    fields.update(sol_floor_ms=floor, sol_fraction=floor / stats.median_ms, sol_bound=str(est.bound))
+    v.checks.append("speed_of_light")
+    if stats.median_ms < floor * v.config.sol_tolerance:
+        v.fire("below_speed_of_light", f"timed {stats.median_ms:.4f} ms; the hardware floor is {floor:.4f} ms "
+                                       f"({est.bound}-bound)")
+
+
+def _breakdown(v: "Verifier", inputs: list[Any], fields: dict[str, Any]) -> None:
+    try:
+        from cuda_agent.evaluator.profile import kernel_breakdown
+
+        with torch.no_grad():
+            rows = kernel_breakdown(v.model, inputs)
+        fields["kernel_breakdown"] = tuple({"name": k.name, "total_us": k.total_us, "calls": k.calls} for k in rows)
+    except Exception as exc:  # noqa: BLE001
+        v.notes.append(f"kernel breakdown unavailable: {type(exc).__name__}: {exc}"[:300])

@@ -1,0 +1,174 @@
+"""`EvalResult`: what one evaluation found, frozen and JSON-serialisable; `reward(result)` turns it into the paper's
+reward."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from cuda_agent.evaluator.rules import RULES, RuleViolation
+from cuda_agent.evaluator.timing import TimingStats
+
+# The stages an evaluation can end in, in pipeline order. Only "correct" and "timed" are correct results.
+STAGES = (
+    "eval_error",         # the evaluator itself failed (not the candidate's fault); see `reason`
+    "build_failed",       # the kernels (or a single-file solution's inline extension) did not compile
+    "protected_changed",  # a protected workspace file was edited
+    "timeout",            # the evaluation ran past its time limit (a hang, an endless kernel)
+    "crashed",            # the process died (segfault, abort, killed)
+    "out_of_memory",      # device or host memory ran out
+    "runtime_error",      # the candidate raised (an illegal memory access, a failed CA_CHECK, a Python error)
+    "rule_violation",     # an anti-cheat rule fired (see rules_fired)
+    "incorrect",          # outputs differ from the reference
+    "correct",            # verified correct; not timed (profile off)
+    "timed",              # verified correct and timed
+)
+CORRECT_STAGES = ("correct", "timed")
+
+
+def _trim(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = max(0, limit // 2 - 20)
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters trimmed] ...\n{text[-half:]}"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One evaluation's outcome.
+
+    ``stage`` is where it ended (see STAGES); ``reason`` says why in a sentence the agent can act on. Times are the
+    profile's (None when not timed); speedups are baseline median / candidate median, with ``*_low``/``*_high`` the
+    range the medians' confidence intervals allow. ``sol_fraction`` is the speed-of-light floor divided by the
+    candidate's time (1.0 = at the hardware floor). ``reward`` is the paper's -1/1/2/3, ``continuous_reward``
+    compile time / candidate time (or -1).
+    """
+
+    task_id: str
+    stage: str
+    correct: bool
+    reason: str = ""
+    mode: str = "strict"
+    solution: str = ""
+    solution_kind: str = ""
+    rules_fired: tuple[RuleViolation, ...] = ()
+    eager: TimingStats | None = None
+    compile: TimingStats | None = None
+    candidate: TimingStats | None = None
+    speedup_eager: float | None = None
+    speedup_eager_low: float | None = None
+    speedup_eager_high: float | None = None
+    speedup_compile: float | None = None
+    speedup_compile_low: float | None = None
+    speedup_compile_high: float | None = None
+    sol_floor_ms: float | None = None
+    sol_fraction: float | None = None
+    sol_bound: str | None = None
+    reward: int = -1
+    continuous_reward: float = -1.0
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    input_sets_checked: int = 0
+    checks_run: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    build_seconds: float | None = None
+    verify_seconds: float | None = None
+    profile_seconds: float | None = None
+    total_seconds: float | None = None
+    device: str = ""
+    kernel_breakdown: tuple[dict[str, Any], ...] = ()
+    log: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"unknown stage {self.stage!r}; one of {', '.join(STAGES)}")
+        if self.correct and self.stage not in CORRECT_STAGES:
+            raise ValueError(f"a result at stage {self.stage!r} cannot be correct")
+
+    @property
+    def rule_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.rule for v in self.rules_fired))
+
+    def trimmed(self, max_log_chars: int) -> "EvalResult":
+        return replace(self, log=_trim(self.log, max_log_chars), reason=_trim(self.reason, max_log_chars))
+
+    def summary(self) -> str:
+        """One paragraph for the agent: stage, why, rules, speedups, reward."""
+        parts = [f"stage: {self.stage}"]
+        if self.reason:
+            parts.append(f"reason: {self.reason}")
+        for violation in self.rules_fired:
+            parts.append(f"rule {violation.rule}: {violation.detail or RULES[violation.rule]}")
+        if self.speedup_eager is not None:
+            parts.append(f"speedup vs eager {self.speedup_eager:.3f}x")
+        if self.speedup_compile is not None:
+            parts.append(f"speedup vs torch.compile {self.speedup_compile:.3f}x")
+        if self.sol_fraction is not None:
+            parts.append(f"{100 * self.sol_fraction:.1f}% of the speed of light")
+        parts.append(f"reward {self.reward}")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "rules_fired":
+                value = [v.to_dict() for v in value]
+            elif isinstance(value, TimingStats):
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, float) and not math.isfinite(value):
+                value = None
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        known = {f.name for f in fields(cls)}
+        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        kwargs["rules_fired"] = tuple(RuleViolation.from_dict(v) for v in data.get("rules_fired", ()))
+        for name in ("eager", "compile", "candidate"):
+            if kwargs.get(name) is not None:
+                kwargs[name] = TimingStats.from_dict(kwargs[name])
+        for name in ("checks_run", "notes"):
+            kwargs[name] = tuple(kwargs.get(name, ()))
+        kwargs["kernel_breakdown"] = tuple(dict(k) for k in kwargs.get("kernel_breakdown", ()))
+        return cls(**kwargs)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EvalResult":
+        return cls.from_dict(json.loads(text))
+
+
+def failure(task_id: str, stage: str, reason: str, **kwargs: Any) -> EvalResult:
+    """An incorrect result at ``stage`` with reward -1."""
+    return EvalResult(task_id=task_id, stage=stage, correct=False, reason=reason, reward=-1, continuous_reward=-1.0,
+                      **kwargs)
+
+
+def reward(result: EvalResult, threshold: float = 0.05) -> int:
+    """The paper's discrete reward of a result: -1 unless correct; 3/2/1 by the speedups (1 when not timed)."""
+    from cuda_agent.evaluator.reward import discrete_reward
+
+    correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
+    return discrete_reward(correct, result.speedup_eager, result.speedup_compile, threshold)
+
+
+def continuous(result: EvalResult) -> float:
+    """compile time / candidate time when correct and timed; -1 when incorrect; 1.0 when correct but not timed."""
+    from cuda_agent.evaluator.reward import continuous_reward
+
+    correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
+    if correct and (result.compile is None or result.candidate is None):
+        return 1.0
+    return continuous_reward(
+        correct,
+        result.compile.median_ms if result.compile else None,
+        result.candidate.median_ms if result.candidate else None,
+    )

@@ -1,0 +1,126 @@
+"""The worker process: runs one evaluation (``--job``/``--out``), or serves many as a warm fork server
+(``--serve SOCKET``).
+
+The fork server imports torch and the evaluator once, never initialises CUDA, and forks a fresh child per
+evaluation: the child starts in milliseconds with everything imported, and owns the GPU context alone. Each
+evaluation runs in its own session (process group), so a timeout kills everything it started.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+# Import everything trusted now, before any candidate code can exist in this process.
+import torch  # noqa: F401
+import cuda_agent.evaluator  # noqa: F401
+from cuda_agent.evaluator import pipeline
+from cuda_agent.evaluator.checks.audit import audit
+
+
+def _apply_env(env: dict[str, str] | None) -> None:
+    if env:
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+
+
+def run_file_job(job_path: str, out_path: str) -> int:
+    with open(job_path) as fh:
+        payload = json.load(fh)
+    _apply_env(payload.get("env"))
+    audit()
+    result = pipeline.run_job(payload["job"])
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(result, fh)
+    os.replace(tmp, out_path)
+    return 0
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall((json.dumps(message) + "\n").encode())
+
+
+def _read_request(conn: socket.socket) -> dict[str, Any]:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data.decode())
+
+
+def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
+    """In the forked supervisor: start a new session, fork the evaluation, report its result and exit status."""
+    listener.close()
+    os.setsid()
+    request = _read_request(conn)
+    log_path = request.get("log_path") or f"/tmp/cuda_agent_eval_{os.getpid()}.log"
+    _send(conn, {"pid": os.getpid()})
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            _apply_env(request.get("env"))
+            audit()
+            result = pipeline.run_job(request["job"])
+            _send(conn, {"result": result})
+            code = 0
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
+            except OSError:
+                pass
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    message: dict[str, Any] = {"exit": os.waitstatus_to_exitcode(status), "log_path": log_path}
+    try:
+        _send(conn, message)
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def serve(socket_path: str) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped automatically
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    os.chmod(socket_path, 0o600)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        conn, _ = listener.accept()
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _serve_one(conn, listener)
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cuda_agent.evaluator.worker")
+    parser.add_argument("--job")
+    parser.add_argument("--out")
+    parser.add_argument("--serve")
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve)
+        return 0
+    if not (args.job and args.out):
+        parser.error("give --job and --out, or --serve SOCKET")
+    return run_file_job(args.job, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
