@@ -1,0 +1,205 @@
+"""Eager and ``torch.compile`` baseline times, measured once per task, GPU, library versions and settings.
+
+Why: the published workspace spends 26-28 s of every profile call rebuilding ``torch.compile`` for the baseline.
+The baselines of a task do not change while the candidate does, so they are measured once and kept on disk, one
+JSON file per key. Writes are atomic (a temporary file in the same folder, then ``os.replace``), so a reader in
+another process sees either nothing or a whole record; `BaselineCache.get_or_measure` also takes a file lock so
+that two evaluations of the same task measure the baselines once, not twice.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import torch
+
+from cuda_agent.errors import ConfigError
+from cuda_agent.evaluator.timing import TimingConfig, TimingStats, time_forward
+
+log = logging.getLogger(__name__)
+
+_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+BASELINE_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class BaselineTimes:
+    """Eager and compiled times of one task's reference. ``compile_s``: seconds spent compiling and warming
+    ``torch.compile`` (0 when read from cache); ``compile_error``: why the compiled baseline fell back to eager."""
+
+    eager: TimingStats
+    compile: TimingStats
+    key: str
+    compile_s: float = 0.0
+    compile_error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "eager": self.eager.to_dict(),
+            "compile": self.compile.to_dict(),
+            "key": self.key,
+            "compile_s": self.compile_s,
+            "compile_error": self.compile_error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "BaselineTimes":
+        return cls(
+            eager=TimingStats.from_dict(dict(data["eager"])),
+            compile=TimingStats.from_dict(dict(data["compile"])),
+            key=str(data.get("key", "")),
+            compile_s=float(data.get("compile_s", 0.0)),
+            compile_error=str(data.get("compile_error", "")),
+        )
+
+
+def baseline_key(task_hash: str, gpu_name: str, torch_version: str, cuda_version: str | None, settings: Mapping[str, Any]) -> str:
+    """A file-name-safe key for one task's baselines on one GPU model, library versions and timing settings.
+
+    Raises:
+        ConfigError: ``settings`` holds a value that is not JSON (the key must be reproducible).
+    """
+    try:
+        canon = json.dumps(
+            {"schema": BASELINE_SCHEMA, "task": task_hash, "gpu": gpu_name, "torch": torch_version,
+             "cuda": cuda_version, "settings": dict(settings)},
+            sort_keys=True, separators=(",", ":"),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"baseline_key: settings must be plain JSON values (str, number, bool, list, dict): {exc}") from exc
+    return hashlib.sha256(canon.encode()).hexdigest()[:40]
+
+
+def environment_key_parts(device: torch.device | None = None) -> dict[str, str | None]:
+    """The GPU name, torch version and CUDA version of this process, as `baseline_key` wants them."""
+    if torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name(device)
+    else:
+        gpu = "cpu"
+    return {"gpu_name": gpu, "torch_version": torch.__version__, "cuda_version": torch.version.cuda}
+
+
+def default_cache_dir() -> Path:
+    """``$CUDA_AGENT_CACHE_DIR/baselines``, else ``~/.cache/cuda-agent/baselines``."""
+    root = os.environ.get("CUDA_AGENT_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "cuda-agent"
+    return base / "baselines"
+
+
+class BaselineCache:
+    """One JSON file per key under ``directory``; safe for many processes at once."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.dir = Path(directory) if directory is not None else default_cache_dir()
+
+    def _path(self, key: str) -> Path:
+        if not _KEY.match(key):
+            raise ConfigError(f"baseline cache: bad key {key!r}; use baseline_key(...) to make one")
+        return self.dir / f"{key}.json"
+
+    def get(self, key: str) -> BaselineTimes | None:
+        """The cached times for ``key``, or None if absent or unreadable (an unreadable file is logged and ignored)."""
+        path = self._path(key)
+        try:
+            data = json.loads(path.read_text())
+            return BaselineTimes.from_dict(data["times"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("baseline cache: ignoring unreadable %s: %s", path, exc)
+            return None
+
+    def put(self, key: str, times: BaselineTimes, meta: Mapping[str, Any] | None = None) -> Path:
+        """Write ``times`` atomically; ``meta`` (task id, GPU, versions) is stored beside them for people."""
+        path = self._path(key)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        record = {"schema": BASELINE_SCHEMA, "key": key, "written": time.time(), "meta": dict(meta or {}),
+                  "times": times.to_dict()}
+        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / f".{key}.lock", "a+") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def get_or_measure(
+        self, key: str, measure: Callable[[], BaselineTimes], meta: Mapping[str, Any] | None = None
+    ) -> tuple[BaselineTimes, bool]:
+        """Return ``(times, hit)``: cached times, or ``measure()`` stored under ``key``. Concurrent callers with the
+        same key wait for the first one's measurement instead of measuring again."""
+        cached = self.get(key)
+        if cached is not None:
+            return cached, True
+        with self._locked(key):
+            cached = self.get(key)
+            if cached is not None:
+                return cached, True
+            times = measure()
+            if times.key != key:
+                times = BaselineTimes(times.eager, times.compile, key, times.compile_s, times.compile_error)
+            self.put(key, times, meta)
+            return times, False
+
+
+def measure_baselines(
+    model: torch.nn.Module,
+    input_sets: Sequence[Sequence[Any]],
+    *,
+    warmup: int = 5,
+    reps: int = 50,
+    key: str = "",
+    config: TimingConfig | None = None,
+    compile_mode: str | None = None,
+    compile_backend: str = "inductor",
+) -> BaselineTimes:
+    """Time ``model`` eagerly and compiled with ``torch.compile`` (default mode and the inductor backend unless
+    ``compile_mode``/``compile_backend`` say otherwise; another backend is for tests and experiments only).
+
+    The model is compiled once and warmed on every input set before timing, so compilation never lands in the
+    measured times. If ``torch.compile`` fails, the compiled time is the eager time and ``compile_error`` says why
+    (the reward then treats "beats compile" as "beats eager", which is what a user without a compiler would see).
+    Errors from the eager model itself propagate.
+    """
+    eager = time_forward(model, input_sets, warmup=warmup, reps=reps, config=config)
+    start = time.perf_counter()
+    error = ""
+    try:
+        compiled = torch.compile(model, mode=compile_mode, backend=compile_backend)
+        with torch.no_grad():
+            for inputs in input_sets:
+                compiled(*inputs)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        compile_s = time.perf_counter() - start
+        compiled_stats = time_forward(compiled, input_sets, warmup=warmup, reps=reps, config=config)
+    except Exception as exc:  # inductor can fail in many ways; the baseline must still exist
+        compile_s = time.perf_counter() - start
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        log.warning("torch.compile baseline failed, using eager time instead: %s", error)
+        compiled_stats = eager
+    return BaselineTimes(eager=eager, compile=compiled_stats, key=key, compile_s=compile_s, compile_error=error)

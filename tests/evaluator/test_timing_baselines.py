@@ -1,0 +1,163 @@
+"""Baseline cache: keys, atomic writes under concurrent processes, one measurement per key, and measurement."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.errors import ConfigError
+from cuda_agent.evaluator.baselines import BaselineCache, BaselineTimes, baseline_key, measure_baselines
+from cuda_agent.evaluator.timing import TimingStats
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _times(median: float, key: str = "k") -> BaselineTimes:
+    return BaselineTimes(
+        eager=TimingStats.from_samples([median, median * 1.01, median * 0.99]),
+        compile=TimingStats.from_samples([median / 2, median / 2]),
+        key=key,
+        compile_s=3.5,
+    )
+
+
+def test_key_is_stable_and_sensitive_to_every_part() -> None:
+    base = ("abc", "NVIDIA H200", "2.11.0", "12.8", {"reps": 50, "flush_l2": True})
+    key = baseline_key(*base)
+    assert key == baseline_key("abc", "NVIDIA H200", "2.11.0", "12.8", {"flush_l2": True, "reps": 50})
+    variants = [
+        ("abd", *base[1:]),
+        (base[0], "NVIDIA H100 80GB HBM3", *base[2:]),
+        (*base[:2], "2.10.0", *base[3:]),
+        (*base[:3], "13.0", base[4]),
+        (*base[:4], {"reps": 51, "flush_l2": True}),
+        (*base[:3], None, base[4]),
+    ]
+    keys = {baseline_key(*v) for v in variants}
+    assert key not in keys and len(keys) == len(variants)
+    assert key.isalnum() and len(key) == 40
+
+
+def test_key_rejects_non_json_settings() -> None:
+    with pytest.raises(ConfigError, match="plain JSON"):
+        baseline_key("abc", "gpu", "2.11", "12.8", {"device": object()})
+
+
+def test_put_get_round_trip_and_misses(tmp_path: Path) -> None:
+    cache = BaselineCache(tmp_path / "b")
+    assert cache.get("nothing") is None
+    times = _times(2.0)
+    path = cache.put("k1", times, meta={"task": "L1/19_ReLU"})
+    assert cache.get("k1") == times
+    record = json.loads(path.read_text())
+    assert record["meta"]["task"] == "L1/19_ReLU"
+    path.write_text("{ truncated")
+    assert cache.get("k1") is None
+    with pytest.raises(ConfigError, match="bad key"):
+        cache.get("../escape")
+    assert [p.name for p in (tmp_path / "b").iterdir() if p.suffix == ".tmp"] == []
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from cuda_agent.evaluator.baselines import BaselineCache, BaselineTimes
+    from cuda_agent.evaluator.timing import TimingStats
+    cache = BaselineCache(sys.argv[1])
+    base = float(sys.argv[2])
+    for i in range(60):
+        samples = [base + i * 1e-3 + j * 1e-6 for j in range(400)]  # big enough that a torn write would show
+        stats = TimingStats.from_samples(samples)
+        cache.put("shared", BaselineTimes(stats, stats, "shared"))
+    """
+)
+
+
+def _spawn(code: str, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env)
+
+
+@pytest.mark.slow
+def test_concurrent_writers_never_expose_a_partial_file(tmp_path: Path) -> None:
+    cache = BaselineCache(tmp_path)
+    procs = [_spawn(_WRITER, str(tmp_path), "1.0"), _spawn(_WRITER, str(tmp_path), "5.0")]
+    reads = 0
+    while any(p.poll() is None for p in procs):
+        path = tmp_path / "shared.json"
+        if path.exists():
+            json.loads(path.read_text())  # a torn file would raise here
+            got = cache.get("shared")
+            assert got is not None and got.eager.median_ms > 0
+            reads += 1
+    assert all(p.returncode == 0 for p in procs)
+    assert reads > 0
+    final = cache.get("shared")
+    assert final is not None and final.eager.n == 400
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["shared.json"]
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+
+
+_MEASURER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from cuda_agent.evaluator.baselines import BaselineCache, BaselineTimes
+    from cuda_agent.evaluator.timing import TimingStats
+    cache_dir, counter = sys.argv[1], Path(sys.argv[2])
+
+    def measure():
+        with counter.open("a") as fh:
+            fh.write("measured\\n")
+        time.sleep(1.5)
+        s = TimingStats.from_samples([1.0, 1.1, 0.9])
+        return BaselineTimes(s, s, "")
+
+    times, hit = BaselineCache(cache_dir).get_or_measure("task-1", measure)
+    assert times.key == "task-1"
+    print("hit" if hit else "miss")
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_processes_measure_a_key_once(tmp_path: Path) -> None:
+    counter = tmp_path / "count.txt"
+    env = {**os.environ, "PYTHONPATH": SRC}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _MEASURER, str(tmp_path / "c"), str(counter)], env=env,
+                         stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert all(p.returncode == 0 for p in procs)
+    assert counter.read_text().splitlines() == ["measured"]
+    assert outs == ["hit", "miss"]
+
+
+def test_measure_baselines_times_eager_and_compiled(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU())
+    sets = [[torch.randn(8, 32)] for _ in range(2)]
+    times = measure_baselines(model, sets, warmup=1, reps=5, key="abc", compile_backend="eager")
+    assert times.compile_error == ""
+    assert times.key == "abc"
+    assert times.eager.n >= 5 and times.compile.n >= 5
+    assert times.compile.median_ms > 0 and times.compile_s > 0
+    cache = BaselineCache(tmp_path)
+    cache.put("abc", times)
+    assert cache.get("abc") == times
+
+
+def test_failed_compile_falls_back_to_eager_with_reason() -> None:
+    model = torch.nn.ReLU()
+    sets = [[torch.randn(8)]]
+    times = measure_baselines(model, sets, warmup=1, reps=3, compile_backend="no-such-backend")
+    assert "no-such-backend" in times.compile_error
+    assert times.compile == times.eager
