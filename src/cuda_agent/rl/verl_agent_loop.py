@@ -1,0 +1,111 @@
+"""The verl agent loop: one `AgentEnv` per trajectory, driven token by token through verl's generation server.
+
+This module imports verl at import time; nothing else in ``cuda_agent`` imports it, and verl loads it by name
+(the ``agent_loop_config_path`` YAML written by the ``ppo`` and ``collect`` stages names
+``cuda_agent.rl.verl_agent_loop.CudaAgentLoop``; importing this module also registers it as ``cuda_agent``).
+
+Per trajectory ``run`` creates the environment, resets it on the task carried by the dataset row
+(``extra_info.task``, a `Task` dict), alternates generation and tool calls (`run_token_episode`), closes the
+environment in a ``finally``, and returns verl's ``AgentLoopOutput``: token ids, ``response_mask`` (1 for model
+tokens, 0 for observation tokens), log-probabilities when the server gives them, the turn count and the reward
+(``reward_score``, which verl puts on the last response token). Settings come from the ``cuda_agent`` section of
+verl's config: ``env`` (`EnvConfig` fields), ``backend`` (see `cuda_agent.rl.envfactory`), ``max_turns``,
+``max_tokens_per_turn``, ``max_observation_tokens``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import uuid4
+
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+from cuda_agent.rl.chat import ChatFormat
+from cuda_agent.rl.envfactory import make_env
+from cuda_agent.rl.rollout import RolloutLimits, TokenEpisode, run_token_episode
+from cuda_agent.tasks.task import Task
+
+log = logging.getLogger(__name__)
+AGENT_NAME = "cuda_agent"
+
+
+def task_from_row(kwargs: dict[str, Any]) -> Task:
+    """The task of a dataset row: ``extra_info["task"]`` (a `Task` dict). Raises `KeyError` naming the field."""
+    extra = kwargs.get("extra_info") or {}
+    data = extra.get("task") if isinstance(extra, dict) else None
+    if not isinstance(data, dict):
+        raise KeyError("dataset row has no extra_info.task; build the parquet with `cuda-agent train` stages")
+    return Task.from_dict(data)
+
+
+def settings_from(config: Any) -> dict[str, Any]:
+    section = config.get("cuda_agent") if hasattr(config, "get") else None
+    if section is None:
+        return {}
+    return OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else dict(section)
+
+
+def to_output(episode: TokenEpisode, response_length: int, metrics: dict[str, Any]) -> AgentLoopOutput:
+    """verl's output for one episode (response cut to ``response_length``)."""
+    n = response_length
+    return AgentLoopOutput(
+        prompt_ids=episode.prompt_ids,
+        response_ids=episode.response_ids[:n],
+        response_mask=episode.response_mask[:n],
+        response_logprobs=episode.response_logprobs[:n] if episode.response_logprobs is not None else None,
+        reward_score=float(episode.reward),
+        num_turns=episode.num_turns,
+        metrics=metrics,
+        extra_fields={
+            "assistant_turns": episode.assistant_turns,
+            "malformed_calls": episode.malformed_calls,
+            "end_reason": episode.end_reason,
+            "turn_scores": [],
+            "tool_rewards": [],
+        },
+    )
+
+
+@register(AGENT_NAME)
+class CudaAgentLoop(AgentLoopBase):
+    """verl agent loop over `AgentEnv` (see the module docstring)."""
+
+    def __init__(self, *args: Any, tools: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = settings_from(self.config)
+        multi_turn = self.rollout_config.multi_turn
+        self.limits = RolloutLimits(
+            max_turns=int(self.settings.get("max_turns") or multi_turn.get("max_assistant_turns") or 150),
+            response_length=int(self.rollout_config.response_length),
+            max_tokens_per_turn=int(self.settings.get("max_tokens_per_turn", 8192)),
+            max_observation_tokens=self.settings.get("max_observation_tokens"),
+        )
+        self.chat = ChatFormat(use_tokenizer_template=bool(self.settings.get("use_tokenizer_template", False)))
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        task = task_from_row(kwargs)
+        request_id = uuid4().hex
+
+        async def generate(context: list[int], params: dict[str, Any]):
+            return await self.server_manager.generate(request_id=request_id, prompt_ids=context,
+                                                      sampling_params=params)
+
+        env = make_env(self.settings)
+        try:
+            episode = await run_token_episode(env, task, generate, self.tokenizer, sampling_params=sampling_params,
+                                              limits=self.limits, chat=self.chat)
+        finally:
+            await self.loop.run_in_executor(None, env.close)
+        if len(episode.prompt_ids) > self.rollout_config.prompt_length:
+            log.warning("task %s: prompt of %d tokens exceeds rollout.prompt_length=%d; raise data.max_prompt_length",
+                        task.id, len(episode.prompt_ids), self.rollout_config.prompt_length)
+            episode = _left_cut(episode, int(self.rollout_config.prompt_length))
+        metrics = {"num_preempted": -1}
+        return to_output(episode, self.limits.response_length, metrics)
+
+
+def _left_cut(episode: TokenEpisode, prompt_length: int) -> TokenEpisode:
+    from dataclasses import replace
+
+    return replace(episode, prompt_ids=episode.prompt_ids[-prompt_length:])
