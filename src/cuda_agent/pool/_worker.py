@@ -48,6 +48,11 @@ def main() -> int:
     evaluator = pickle.loads(base64.b64decode(os.environ[EVALUATOR_ENV]))
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     problem = evaluator.health_check() if os.environ.get(HEALTH_ENV) == "1" else None
+    if problem is None:
+        try:
+            evaluator.prepare()
+        except Exception as exc:  # noqa: BLE001 - reported to the pool as an unhealthy worker
+            problem = f"the evaluator could not prepare: {type(exc).__name__}: {exc}"
     _send(protocol, {"op": "ready", "pid": os.getpid(), "gpu": gpu, "healthy": problem is None, "reason": problem})
     if problem is not None:
         return 3

@@ -59,6 +59,9 @@ class Evaluator(Protocol):
     def health_check(self) -> str | None:
         """None when the worker's GPU is usable, else the reason it is not (run when a worker is replaced)."""
 
+    def prepare(self) -> None:
+        """Warm up inside the worker process before it reports ready (import, start helpers)."""
+
 
 def _apply_kind(config: dict[str, Any], kind: str) -> dict[str, Any]:
     config = dict(config)
@@ -81,28 +84,59 @@ def query_gpu_names() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
+_WARM: dict[str, Any] = {}
+
+
+def _warm_worker() -> Any | None:
+    """This worker process's evaluation fork server, started on first use; None when the evaluator has none."""
+    if "worker" not in _WARM:
+        try:
+            from cuda_agent.evaluator.isolation import WarmWorker
+        except ImportError:
+            _WARM["worker"] = None
+        else:
+            worker = WarmWorker()
+            worker.start()
+            _WARM["worker"] = worker
+    return _WARM["worker"]
+
+
 @dataclass(frozen=True)
 class RealEvaluator:
     """The real thing: `cuda_agent.evaluator.evaluate` on the worker's GPU, each evaluation in its own process.
 
     The job's snapshot is written to a private folder first (a workspace is rebuilt from the task, so its protected
-    files come from the task, not the agent). ``kind`` sets the config's profiling flags.
+    files come from the task, not the agent). ``kind`` sets the config's profiling flags. With ``warm`` (the
+    default) the worker keeps the evaluator's fork server (`cuda_agent.evaluator.isolation.WarmWorker`): torch is
+    imported once per worker, and each evaluation is still a fresh forked process that alone owns its CUDA context.
     """
 
     health_timeout_s: float = 120.0
+    warm: bool = True
 
     def identity(self) -> dict[str, Any]:
         return {"evaluator": "real"}
+
+    def prepare(self) -> None:
+        """Start the fork server before the first job, so its start-up does not count against a job's deadline."""
+        if self.warm:
+            _warm_worker()
 
     def gpu_name(self) -> str:
         names = query_gpu_names()
         return names[0] if names else "no-gpu"
 
     def evaluate(self, job: EvalJob, workdir: Path) -> dict[str, Any]:
-        from cuda_agent.evaluator import EvalConfig, evaluate
+        from cuda_agent.evaluator.config import EvalConfig
 
         config = EvalConfig.from_dict(_apply_kind(job.config_dict(), job.kind))
         solution = job.solution.materialize(job.task, workdir)
+        warm = _warm_worker() if self.warm else None
+        if warm is not None:
+            payload = {"task": job.task.to_dict(), "solution": str(solution), "config": config.to_dict()}
+            return warm.run(payload, config.timeout_s).to_dict()
+        from cuda_agent.evaluator import evaluate
+
         return evaluate(job.task, solution, config).to_dict()
 
     def health_check(self) -> str | None:
@@ -156,6 +190,9 @@ class StandInEvaluator:
         return self.gpu
 
     def health_check(self) -> str | None:
+        return None
+
+    def prepare(self) -> None:
         return None
 
     def _plan(self, job: EvalJob) -> tuple[float, str | None]:
