@@ -4,9 +4,12 @@ recorded. ``cuda-agent build|verify|profile|submit`` inside reach the host throu
 from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
 from cuda_agent.sandbox._probe import check_sandbox, sandbox_available
 from cuda_agent.sandbox.broker import Broker, BrokerReply
+from cuda_agent.sandbox.overhead import measure_overhead_ms
+from cuda_agent.sandbox.runner import BUILD_LIMITS, sandboxed_runner
 from cuda_agent.sandbox.sandbox import Sandbox, protected_paths
 
 __all__ = [
+    "BUILD_LIMITS",
     "Broker",
     "BrokerReply",
     "ExecResult",
@@ -14,6 +17,8 @@ __all__ = [
     "SandboxLimits",
     "Violation",
     "check_sandbox",
+    "measure_overhead_ms",
     "protected_paths",
     "sandbox_available",
+    "sandboxed_runner",
 ]

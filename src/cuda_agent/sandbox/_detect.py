@@ -14,7 +14,7 @@ from cuda_agent.sandbox._limits import Violation
 
 SENSITIVE_PATHS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.ssh", "/var/run/docker.sock",
                    "/run/docker.sock", "/proc/1/root", "/proc/1/environ", "/sys/fs/cgroup")
-_PATH = r"(/[^\s:'\"`;|&<>()]+)"
+_PATH = r"(/[^\s:'\"`;|&<>()\u2018\u2019]+)"
 _ERRNO_READ = r"(?:No such file or directory|Permission denied|Not a directory)"
 _ERRNO_WRITE = r"(?:Read-only file system|Device or resource busy|Operation not permitted|Permission denied)"
 _NETWORK = re.compile(
@@ -24,7 +24,7 @@ _FORK = re.compile(r"fork: (?:retry: )?Resource temporarily unavailable|Cannot f
                    r"|can't fork|fork failed")
 _KILL = re.compile(r"kill: \(?\d+\)? ?-? ?(?:No such process|Operation not permitted)|ProcessLookupError"
                    r"|kill: .*(?:No such process|Operation not permitted)")
-_ROFS = re.compile(_PATH + r"'?: " + _ERRNO_WRITE)
+_ROFS = re.compile(_PATH + r"['\u2019]?: " + _ERRNO_WRITE)
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
@@ -43,7 +43,7 @@ def scan(command: str, output: str, *, workspace_mount: str, protected: tuple[st
     for path in (*SENSITIVE_PATHS, *sensitive):
         if path and path in command:
             add("read_outside", f"command names {path}", "command")
-    for match in re.finditer(_PATH + r"'?: " + _ERRNO_READ, output):
+    for match in re.finditer(_PATH + r"['\u2019]?: " + _ERRNO_READ, output):
         path = match.group(1)
         if _under(path, (*SENSITIVE_PATHS, *sensitive)):
             add("read_outside", f"{path}: {match.group(0).rsplit(': ', 1)[-1]}", "blocked")

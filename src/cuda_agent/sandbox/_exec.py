@@ -3,6 +3,8 @@ network counters, and the watch loop that kills the whole process tree on a limi
 from __future__ import annotations
 
 import os
+import re
+import select
 import signal
 import subprocess
 import threading
@@ -36,10 +38,11 @@ def wrapper_script(limits: SandboxLimits, report_fd: int) -> str:
         'cd -- "$2" || exit 126\n'
         f'/bin/bash -c "$1" {report_fd}>&-\n'
         "rc=$?\n"
+        "p=(/proc/[0-9]*)\n"
         "r=''; for f in /proc/net/snmp /proc/net/snmp6; do\n"
         "  while IFS= read -r l; do r+=\"$l\"$'\\n'; done < \"$f\"\n"
         "done 2>/dev/null\n"
-        f"printf '{REPORT_MARK} rc=%s\\n%s' \"$rc\" \"$r\" >&{report_fd}\n"
+        f"printf '{REPORT_MARK} rc=%s procs=%s\\n%s' \"$rc\" \"${{#p[@]}}\" \"$r\" >&{report_fd}\n"
         "exit $rc\n"
     )
 
@@ -126,12 +129,10 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
     deadline = started + timeout
     reason = ""
     peak = 0
+    pidfd = _pidfd(proc.pid)
     while True:
-        try:
-            proc.wait(timeout=limits.poll_s)
+        if _exited(proc, pidfd, min(limits.poll_s, max(0.0, deadline - time.monotonic()))):
             break
-        except subprocess.TimeoutExpired:
-            pass
         if time.monotonic() >= deadline:
             reason = "timeout"
         elif out.total + err.total > limits.output_kill_bytes:
@@ -142,11 +143,39 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
         if reason:
             peak = max(peak, kill_tree(proc))
             break
+    if pidfd is not None:
+        os.close(pidfd)
     for t in readers:
         t.join(timeout=5)
     seconds = time.monotonic() - started
     code = proc.returncode if not reason else (TIMEOUT_EXIT if reason == "timeout" else KILLED_EXIT)
-    return RawRun(code, out, err, report.decode(errors="replace"), seconds, reason, peak)
+    text = report.decode(errors="replace")
+    for match in re.finditer(REPORT_MARK + r" rc=-?\d+ procs=(\d+)", text):
+        peak = max(peak, int(match.group(1)) - 1)
+    return RawRun(code, out, err, text, seconds, reason, peak)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _exited(proc: subprocess.Popen, pidfd: int | None, wait_s: float) -> bool:
+    """Wait up to ``wait_s`` for ``proc`` to end; a pidfd wakes us the moment it does (Popen.wait with a timeout
+    polls with sleeps of up to 50 ms, which would be most of a short command's overhead)."""
+    if pidfd is not None:
+        ready, _, _ = select.select([pidfd], [], [], wait_s)
+        if not ready:
+            return False
+        proc.wait()
+        return True
+    try:
+        proc.wait(timeout=wait_s)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
@@ -162,23 +191,25 @@ def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
 
 
 def kill_tree(proc: subprocess.Popen) -> int:
-    """SIGKILL the bwrap process group and every process below it; return how many processes there were.
+    """SIGKILL every process below bwrap (the sandbox's PID 1 first: its death ends the whole PID namespace),
+    then bwrap's process group if it has not exited; return how many processes there were.
 
-    Killing bwrap alone would do (``--die-with-parent`` kills the sandbox's PID 1, and with it the whole PID
-    namespace), but each process is also killed by pid so nothing depends on that chain."""
+    The processes inside are killed before bwrap so that bwrap reaps its child (killing bwrap first would leave
+    the sandbox's PID 1 to the host's init to reap)."""
     pids = descendants(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=2)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        pass
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         proc.wait()
     return len(pids)
