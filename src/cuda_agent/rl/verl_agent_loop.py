@@ -31,12 +31,10 @@ AGENT_NAME = "cuda_agent"
 
 
 def task_from_row(kwargs: dict[str, Any]) -> Task:
-    """The task of a dataset row: ``extra_info["task"]`` (a `Task` dict). Raises `KeyError` naming the field."""
-    extra = kwargs.get("extra_info") or {}
-    data = extra.get("task") if isinstance(extra, dict) else None
-    if not isinstance(data, dict):
-        raise KeyError("dataset row has no extra_info.task; build the parquet with `cuda-agent train` stages")
-    return Task.from_dict(data)
+    """The task of a dataset row (``extra_info.task_json``). Raises `KeyError` naming the missing field."""
+    from cuda_agent.rl.reward import task_from_extra
+
+    return task_from_extra(kwargs.get("extra_info"))
 
 
 def settings_from(config: Any) -> dict[str, Any]:

@@ -1,0 +1,92 @@
+"""The single-turn (warm-up) reward: the policy's one response holds a whole KernelBench single-file solution;
+it is evaluated on the GPU pool and scored -1 / 1 / 2 / 3 by the evaluator.
+
+`compute_score` has verl's custom reward function signature; the stage config passes ``backend`` through verl's
+``reward.custom_reward_function.reward_kwargs``: ``{"kind": "ray", ...RayPool arguments}`` sends the job to the
+evaluation GPUs, ``{"kind": "local"}`` evaluates on this machine, ``{"kind": "stand_in"}`` is the CPU stand-in.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+from cuda_agent.tasks.task import Task
+
+log = logging.getLogger(__name__)
+_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+_pools: dict[str, Any] = {}
+_lock = threading.Lock()
+NO_SOLUTION = -1.0
+
+
+def extract_solution(text: str) -> str | None:
+    """The last fenced Python block that defines ``ModelNew`` (or the whole text if it does and has no fence)."""
+    blocks = [b for b in _CODE_BLOCK.findall(text) if "class ModelNew" in b]
+    if blocks:
+        return blocks[-1]
+    return text if "class ModelNew" in text and "```" not in text else None
+
+
+def task_from_extra(extra_info: Mapping[str, Any] | None) -> Task:
+    """The task stored in a dataset row's ``extra_info`` (``task_json`` or ``task``); raises `KeyError`."""
+    extra = dict(extra_info or {})
+    if "task_json" in extra:
+        return Task.from_dict(json.loads(extra["task_json"]))
+    if isinstance(extra.get("task"), Mapping):
+        return Task.from_dict(dict(extra["task"]))
+    raise KeyError("extra_info holds no task_json; build the dataset with cuda_agent.rl.data.write_task_parquet")
+
+
+def score_solution(task: Task, code: str, backend: Mapping[str, Any] | None = None) -> float:
+    """Evaluate one single-file solution and return its reward (see the module docstring for ``backend``)."""
+    spec = dict(backend or {"kind": "local"})
+    kind = spec.pop("kind", "local")
+    if kind == "stand_in":
+        from cuda_agent.rl.standin import score_single_file
+
+        return score_single_file(code)
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-warmup-") as folder:
+        path = Path(folder) / "solution.py"
+        path.write_text(code)
+        if kind == "local":
+            from cuda_agent.evaluator import evaluate
+
+            result = evaluate(task, path, None)
+        elif kind == "ray":
+            from cuda_agent.pool import EvalJob
+
+            timeout = spec.pop("timeout_s", None)
+            result = _pool(spec).submit(EvalJob.create(task, path, kind="full")).result(timeout=timeout)
+        else:
+            raise ValueError(f"reward backend kind {kind!r} is not one of local, ray, stand_in")
+    return float(result.reward)
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any = None,
+                  extra_info: Mapping[str, Any] | None = None, backend: Mapping[str, Any] | None = None,
+                  **_: Any) -> float:
+    """verl's reward function: -1 when the response holds no solution, else the evaluator's reward."""
+    code = extract_solution(solution_str)
+    if code is None:
+        return NO_SOLUTION
+    task = task_from_extra(extra_info)
+    try:
+        return score_solution(task, code, backend)
+    except Exception:  # an evaluation failure must not stop a training step; it is logged and scored -1
+        log.exception("warm-up reward: evaluating a solution for %s failed", task.id)
+        return NO_SOLUTION
+
+
+def _pool(spec: Mapping[str, Any]) -> Any:
+    key = repr(sorted(spec.items()))
+    with _lock:
+        if key not in _pools:
+            from cuda_agent.pool import RayPool
+
+            _pools[key] = RayPool(**spec)
+        return _pools[key]

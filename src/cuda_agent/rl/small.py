@@ -1,0 +1,320 @@
+"""The small-scale path (one GPU or a CPU): each stage with TRL or the transformers ``Trainer``.
+
+- warmup: TRL ``GRPOTrainer``, single turn, reward from `cuda_agent.rl.reward.compute_score` (the evaluator, or the
+  stand-in scorer on a CPU); token-level loss (``loss_type="dapo"``), clipping 0.2 / 0.28, no KL.
+- collect: the actor drives `AgentEnv` through `run_token_episode` (a transformers ``generate`` server);
+  trajectories in the agent's JSONL format. Scripted episodes (a `ScriptedGenerationServer`) may be added.
+- rft: the filter, then TRL ``SFTTrainer`` on the kept conversations, loss on model tokens only.
+- critic: the transformers ``Trainer`` on a token-classification value head initialised from the actor; targets
+  from `cuda_agent.rl.critic` (outcome reward at the final model token, GAE gamma 1, lambda 0.95, MSE).
+- ppo: TRL ``GRPOTrainer`` with the environment adapter (`cuda_agent.rl.trl_adapter`) as its ``rollout_func``.
+  TRL has no critic-based PPO with environment hooks, so this path uses group-relative advantages (GRPO), not the
+  pre-trained critic; the verl path is PPO with the critic.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent.rl.config import StageConfig
+from cuda_agent.rl.stages import StageResult, load_task_list, out_dir_of
+
+log = logging.getLogger(__name__)
+
+
+def run_small_stage(cfg: StageConfig, progress: Callable[[str, int, int], None] | None = None) -> StageResult:
+    out = out_dir_of(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    runner = {"warmup": _warmup, "collect": _collect, "rft": _rft, "critic": _critic, "ppo": _ppo}[cfg.stage]
+    metrics, files = runner(cfg, out)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    return StageResult(cfg.stage, "trl", out, metrics, files)
+
+
+def _load_actor(path: str) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    return AutoModelForCausalLM.from_pretrained(path), tokenizer
+
+
+def _history(trainer: Any) -> list[dict[str, Any]]:
+    return [dict(row) for row in trainer.state.log_history]
+
+
+def _save_log(out: Path, stage: str, history: list[dict[str, Any]]) -> str:
+    path = out / f"{stage}_log.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in history))
+    return str(path)
+
+
+def _grpo_args(cfg: StageConfig, out: Path, **extra: Any) -> Any:
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out / "trainer"), max_steps=int(cfg.require("total_steps")),
+        per_device_train_batch_size=int(cfg.get("global_batch", 4)), num_generations=int(cfg.get("rollout.n", 2)),
+        learning_rate=float(cfg.get("actor_lr", 3e-6)), epsilon=float(cfg.get("clip_ratio_low", 0.2)),
+        epsilon_high=float(cfg.get("clip_ratio_high", 0.28)), loss_type="dapo", beta=0.0,
+        temperature=float(cfg.get("rollout.temperature", 1.0)), logging_steps=1, save_strategy="no",
+        report_to=[], use_cpu=bool(cfg.get("use_cpu", True)), seed=int(cfg.get("seed", 0)),
+        max_completion_length=int(cfg.require("max_response_tokens")), **extra)
+
+
+def _warmup(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from cuda_agent.rl.data import single_turn_messages
+    from cuda_agent.rl.reward import compute_score
+
+    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    tasks = load_task_list(cfg)
+    rows = [{"prompt": single_turn_messages(t), "task_json": json.dumps(t.to_dict())} for t in tasks]
+    backend = dict(cfg.get("eval.backend") or {"kind": "local"})
+
+    def evaluator_reward(completions: list[Any], task_json: list[str], **_: Any) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+        return [compute_score("cuda_agent", text, None, {"task_json": tj}, backend) for text, tj in zip(texts, task_json)]
+
+    trainer = GRPOTrainer(model=model, reward_funcs=evaluator_reward, args=_grpo_args(cfg, out),
+                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer.train()
+    final = out / "actor"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    history = _history(trainer)
+    return {"warmup_steps": float(trainer.state.global_step)}, {"actor": str(final), "log": _save_log(out, "warmup", history)}
+
+
+class HFGenerator:
+    """A generation server over a transformers model, for `run_token_episode` (sampling, log-probabilities)."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, seed: int = 0) -> None:
+        self.model, self.tokenizer, self.temperature = model, tokenizer, temperature
+        self.seed = seed
+
+    async def __call__(self, context: list[int], params: dict[str, Any]) -> Any:
+        import torch
+
+        from cuda_agent.rl.scripted import ScriptedOutput
+
+        ids = torch.tensor([context])
+        with torch.no_grad():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                                      temperature=self.temperature, max_new_tokens=int(params.get("max_tokens", 64)),
+                                      eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
+                                      output_scores=True, return_dict_in_generate=True)
+        new = out.sequences[0, ids.shape[1]:]
+        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0]
+        return ScriptedOutput(token_ids=new.tolist(), log_probs=scores.tolist())
+
+
+def collect_episode(env: Any, task: Any, generate: Any, tokenizer: Any, limits: Any, path: Path,
+                    sampling: dict[str, Any] | None = None) -> Any:
+    """Run one token-level episode and write it as an agent trajectory (header, turns, end)."""
+    from cuda_agent.agent.trajectory import VERSION, TrajectoryWriter, now_iso
+    from cuda_agent.rl.rollout import run_token_episode
+
+    writer = TrajectoryWriter(path)
+    records: list[dict[str, Any]] = []
+
+    def on_turn(event: Any) -> None:
+        if not records:
+            header = {"type": "header", "version": VERSION, "time": now_iso(), "task": task.to_dict(),
+                      "workspace": str(env.workspace), "tools": env.tool_schemas(),
+                      "messages": [{"role": "system", "content": env.system_prompt},
+                                   {"role": "user", "content": env.task_prompt}]}
+            writer.append(header)
+            records.append(header)
+        record = {"type": "turn", "time": now_iso(), "messages": [m.to_openai() for m in event.messages],
+                  "results": list(event.results), "malformed_calls": event.parsed.n_malformed}
+        writer.append(record)
+        records.append(record)
+
+    try:
+        episode = asyncio.run(run_token_episode(env, task, generate, tokenizer, limits=limits, on_turn=on_turn,
+                                                sampling_params=sampling))
+        writer.append({"type": "end", "time": now_iso(), "reward": episode.reward, "reason": episode.end_reason,
+                       "turns": episode.assistant_turns, "malformed_calls": episode.malformed_calls})
+    finally:
+        writer.close()
+    return episode
+
+
+def _limits(cfg: StageConfig) -> Any:
+    from cuda_agent.rl.rollout import RolloutLimits
+
+    return RolloutLimits(max_turns=int(cfg.get("max_turns", 150)), response_length=int(cfg.require("max_response_tokens")),
+                         max_tokens_per_turn=int(cfg.get("max_tokens_per_turn", 8192)),
+                         max_observation_tokens=cfg.get("max_observation_tokens"),
+                         max_prompt_tokens=cfg.get("max_prompt_tokens"))
+
+
+def _collect(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+    from cuda_agent.rl.envfactory import make_env
+    from cuda_agent.rl.scripted import ScriptedGenerationServer
+
+    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    model.eval()
+    tasks = load_task_list(cfg)
+    traj_dir = out / "trajectories"
+    traj_dir.mkdir(parents=True, exist_ok=True)
+    limits = _limits(cfg)
+    settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
+    generator = HFGenerator(model, tokenizer, temperature=float(cfg.get("rollout.temperature", 1.0)))
+    rewards: list[float] = []
+    policy_turns = 0
+    for r in range(int(cfg.get("episodes_per_task", 1))):
+        for task in tasks:
+            env = make_env(settings)
+            try:
+                ep = collect_episode(env, task, generator, tokenizer, limits, traj_dir / f"policy-{task.name or 't'}-{r}.jsonl")
+            finally:
+                env.close()
+            rewards.append(ep.reward)
+            policy_turns += ep.assistant_turns
+    scripted = cfg.get("scripted_episodes")
+    n_scripted = 0
+    if scripted:
+        from cuda_agent.rl.rollout import RolloutLimits
+
+        scripts = json.loads(Path(scripted).read_text())
+        server = ScriptedGenerationServer([s["turns"] for s in scripts], tokenizer)
+        big = RolloutLimits(max_turns=limits.max_turns, response_length=10**9, max_tokens_per_turn=10**9)
+        by_id = {t.id: t for t in tasks}
+        for i, script in enumerate(scripts):
+            env = make_env(settings)
+            try:
+                ep = collect_episode(env, by_id[script["task_id"]], server.as_generate_fn(f"s{i}"), tokenizer, big,
+                                     traj_dir / f"scripted-{i}-{script.get('name', '')}.jsonl")
+            finally:
+                env.close()
+            n_scripted += 1
+    metrics = {"collect_episodes": float(len(rewards)), "collect_policy_mean_reward": sum(rewards) / max(1, len(rewards)),
+               "collect_policy_turns": float(policy_turns), "collect_scripted_episodes": float(n_scripted)}
+    return metrics, {"trajectories": str(traj_dir)}
+
+
+def _tokenized_trajectories(paths: list[Path], tokenizer: Any, max_len: int) -> list[dict[str, Any]]:
+    from cuda_agent.agent import Trajectory
+    from cuda_agent.rl.rollout import tokenize_conversation
+
+    rows = []
+    for path in paths:
+        trajectory = Trajectory.load(path)
+        prompt, response, mask = tokenize_conversation(trajectory.messages(), trajectory.header.get("tools", []),
+                                                       tokenizer)
+        keep_prompt = max(0, max_len - len(response))
+        prompt = prompt[-keep_prompt:] if keep_prompt else []
+        response, mask = response[: max_len - len(prompt)], mask[: max_len - len(prompt)]
+        rows.append({"input_ids": prompt + response, "assistant_masks": [0] * len(prompt) + mask,
+                     "prompt_len": len(prompt), "reward": float(trajectory.reward or 0.0)})
+    return rows
+
+
+def _rft(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from cuda_agent.rl.filters import FilterConfig, select
+
+    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    tokenizer.padding_side = "right"
+    paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
+    kept, reasons = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
+    (out / "filter.json").write_text(json.dumps({"kept": [str(p) for p in kept], "reasons": reasons}, indent=2))
+    rows = _tokenized_trajectories(kept, tokenizer, int(cfg.require("max_length")))
+    data = Dataset.from_list([{"input_ids": r["input_ids"], "assistant_masks": r["assistant_masks"]} for r in rows])
+    args = SFTConfig(output_dir=str(out / "trainer"), max_steps=int(cfg.require("total_steps")),
+                     per_device_train_batch_size=int(cfg.get("global_batch", 2)), learning_rate=float(cfg.get("actor_lr", 3e-6)),
+                     logging_steps=1, save_strategy="no", report_to=[], use_cpu=bool(cfg.get("use_cpu", True)),
+                     max_length=int(cfg.require("max_length")), seed=int(cfg.get("seed", 0)))
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+    trainer.train()
+    final = out / "actor"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    metrics = {"rft_steps": float(trainer.state.global_step), "rft_trajectories": float(len(paths)),
+               "rft_kept": float(len(kept))}
+    return metrics, {"actor": str(final), "log": _save_log(out, "rft", _history(trainer))}
+
+
+def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, Trainer, TrainingArguments
+
+    from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
+    from cuda_agent.rl.filters import FilterConfig, select
+
+    source = str(cfg.require("actor_path"))
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    critic = AutoModelForTokenClassification.from_pretrained(source, num_labels=1)
+    paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
+    if cfg.get("only_kept", True):
+        paths, _ = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
+    rows = _tokenized_trajectories(paths, tokenizer, int(cfg.require("max_length")))
+    gamma, lam = float(cfg.get("gamma", 1.0)), float(cfg.get("lam", 0.95))
+
+    def collate(batch: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        width = max(len(r["input_ids"]) for r in batch)
+        pad = tokenizer.pad_token_id
+        ids = torch.tensor([r["input_ids"] + [pad] * (width - len(r["input_ids"])) for r in batch])
+        attn = torch.tensor([[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"])) for r in batch])
+        mask = torch.tensor([r["assistant_masks"] + [0] * (width - len(r["assistant_masks"])) for r in batch])
+        return {"input_ids": ids, "attention_mask": attn, "response_mask": mask,
+                "reward": torch.tensor([r["reward"] for r in batch])}
+
+    class CriticTrainer(Trainer):
+        """The transformers Trainer with the critic's loss: MSE to GAE returns over model tokens."""
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[override]
+            values = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits[..., 0]
+            # verl's critic reads the value at token t from the hidden state that predicts token t+1
+            values = torch.cat([values[:, :-1], torch.zeros_like(values[:, :1])], dim=1)
+            mask = inputs["response_mask"]
+            with torch.no_grad():
+                rewards = outcome_rewards(mask, inputs["reward"])
+                _, returns = gae_targets(rewards, values.detach(), mask, gamma, lam)
+            loss = value_loss(values, returns, mask)
+            return (loss, {"values": values}) if return_outputs else loss
+
+    args = TrainingArguments(output_dir=str(out / "trainer"), max_steps=int(cfg.require("total_steps")),
+                             per_device_train_batch_size=int(cfg.get("global_batch", 2)),
+                             learning_rate=float(cfg.get("critic_lr", 6e-6)), logging_steps=1, save_strategy="no",
+                             report_to=[], use_cpu=bool(cfg.get("use_cpu", True)), remove_unused_columns=False,
+                             seed=int(cfg.get("seed", 0)))
+    data = Dataset.from_list([{k: r[k] for k in ("input_ids", "assistant_masks", "reward")} for r in rows])
+    trainer = CriticTrainer(model=critic, args=args, train_dataset=data, data_collator=collate)
+    trainer.train()
+    final = out / "critic"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    return ({"critic_steps": float(trainer.state.global_step), "critic_trajectories": float(len(rows))},
+            {"critic": str(final), "log": _save_log(out, "critic", _history(trainer))})
+
+
+def _ppo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from cuda_agent.rl.trl_adapter import EnvRollout, env_reward
+
+    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    tasks = load_task_list(cfg)
+    rollout = EnvRollout(tasks, tokenizer, {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}, _limits(cfg),
+                         temperature=float(cfg.get("rollout.temperature", 1.0)), log_dir=out / "trajectories")
+    rows = [{"prompt": [{"role": "user", "content": t.id}], "task_id": t.id} for t in tasks]
+    trainer = GRPOTrainer(model=model, reward_funcs=env_reward, args=_grpo_args(cfg, out),
+                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer, rollout_func=rollout)
+    trainer.train()
+    final = out / "actor"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    return ({"ppo_steps": float(trainer.state.global_step), "ppo_episodes": float(rollout.episodes)},
+            {"actor": str(final), "log": _save_log(out, "ppo", _history(trainer))})

@@ -1,0 +1,117 @@
+"""Run one stage of the recipe: ``warmup``, ``collect``, ``rft``, ``critic``, ``ppo``.
+
+With ``engine: verl`` a stage prepares its data, writes the verl config it generates (``<out>/verl_<stage>.yaml``)
+and launches verl (``dry_run`` stops after writing, for inspection). ``collect`` with verl's checkpoint runs the
+agent against an OpenAI-compatible endpoint that serves it (vLLM or SGLang), many episodes at once, writing
+trajectories. With ``engine: trl`` the stage runs the small-scale path in this process (`cuda_agent.rl.small`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from cuda_agent.errors import ConfigError
+from cuda_agent.rl.config import StageConfig
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a stage did: its outputs and metrics (steps, losses, rewards), and the command it launched."""
+
+    stage: str
+    engine: str
+    out_dir: Path
+    metrics: dict[str, float] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+    returncode: int | None = None
+
+
+def out_dir_of(cfg: StageConfig) -> Path:
+    return Path(cfg.get("output_dir") or f"runs/rl/{cfg.stage}")
+
+
+def load_task_list(cfg: StageConfig) -> list[Any]:
+    from cuda_agent.tasks import load_tasks
+
+    tasks = list(load_tasks(str(cfg.require("tasks"))))
+    limit = cfg.get("max_tasks")
+    return tasks[: int(limit)] if limit else tasks
+
+
+def run_stage(cfg: StageConfig, *, dry_run: bool = False, progress: Progress | None = None) -> StageResult:
+    """Run ``cfg``'s stage with its engine. Raises `ConfigError` for missing settings; a launched engine that
+    fails is reported in ``returncode`` (its own log says why)."""
+    if cfg.engine == "trl":
+        from cuda_agent.rl import small
+
+        return small.run_small_stage(cfg, progress=progress)
+    out = out_dir_of(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.stage == "collect":
+        return _collect_with_endpoint(cfg, out, dry_run, progress)
+    from cuda_agent.rl import data, verl_config
+
+    if cfg.stage == "rft":
+        from cuda_agent.rl.filters import FilterConfig, select
+
+        paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
+        kept, reasons = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
+        if not kept and not dry_run:
+            raise ConfigError(f"rft: none of {len(paths)} trajectories passed the filter ({reasons})")
+        train = data.write_parquet(data.sft_rows(kept), out / "rft_train.parquet")
+        tree = verl_config.sft_config(cfg, out, train)
+        metrics = {"trajectories": float(len(paths)), "kept": float(len(kept))}
+    else:
+        agent = "single_turn_agent" if cfg.stage == "warmup" else "cuda_agent"
+        train = data.write_parquet(data.task_rows(load_task_list(cfg), agent), out / "tasks_train.parquet")
+        tree = verl_config.ppo_config(cfg, out, train)
+        metrics = {}
+    path = verl_config.write_config(tree, out, f"verl_{cfg.stage}")
+    command = verl_config.launch_command(cfg.stage, path, cfg)
+    log.info("%s: verl config written to %s", cfg.stage, path)
+    if dry_run:
+        return StageResult(cfg.stage, "verl", out, metrics, {"verl_config": str(path)}, tuple(command))
+    rc = subprocess.call(command)
+    return StageResult(cfg.stage, "verl", out, metrics, {"verl_config": str(path)}, tuple(command), rc)
+
+
+def _collect_with_endpoint(cfg: StageConfig, out: Path, dry_run: bool, progress: Progress | None) -> StageResult:
+    from cuda_agent.agent import AgentEnv, OpenAIConfig, OpenAIPolicy, run_episode
+    from cuda_agent.rl.envfactory import env_config, make_backend
+
+    policy_cfg = OpenAIConfig(base_url=str(cfg.require("policy.base_url")), model=str(cfg.require("policy.model")),
+                              temperature=float(cfg.get("policy.temperature", 1.0)))
+    tasks = load_task_list(cfg)
+    repeats = int(cfg.get("episodes_per_task", 1))
+    jobs = [(t, r) for t in tasks for r in range(repeats)]
+    traj_dir = out / "trajectories"
+    traj_dir.mkdir(parents=True, exist_ok=True)
+    if dry_run:
+        return StageResult("collect", "verl", out, {"episodes": float(len(jobs))}, {"trajectories": str(traj_dir)})
+
+    def one(job: tuple[Any, int]) -> float:
+        task, r = job
+        env = AgentEnv(env_config(cfg.get("env")), make_backend(cfg.get("eval.backend")))
+        slug = task.id.replace("/", "_")
+        result = run_episode(task, OpenAIPolicy(policy_cfg), env, trajectory=traj_dir / f"{slug}-{r}.jsonl")
+        return float(result.reward)
+
+    rewards: list[float] = []
+    with ThreadPoolExecutor(max_workers=int(cfg.get("concurrency", 64))) as pool:
+        for done, reward in enumerate(pool.map(one, jobs), start=1):
+            rewards.append(reward)
+            if progress:
+                progress("collect", done, len(jobs))
+    metrics = {"episodes": float(len(rewards)), "mean_reward": sum(rewards) / max(1, len(rewards)),
+               "positive": float(sum(r > 0 for r in rewards))}
+    (out / "collect_summary.json").write_text(json.dumps(metrics, indent=2))
+    return StageResult("collect", "verl", out, metrics, {"trajectories": str(traj_dir)})

@@ -1,0 +1,185 @@
+"""What each stage hands verl: a Hydra config file (written next to the run, so a user sees exactly what verl
+receives) and the command that launches it.
+
+PPO-style stages (warm-up, critic pre-training, agentic PPO) compose verl's ``ppo_trainer`` config; RFT composes
+``sft_trainer_engine``. Anything under ``verl:`` in the stage config is merged last, as raw verl keys.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Mapping
+
+from cuda_agent.rl.config import StageConfig
+
+AGENT_LOOP_TARGET = "cuda_agent.rl.verl_agent_loop.CudaAgentLoop"
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    node = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if "." in key:
+            _set(base, key, value)
+        elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def agent_loop_registry(out_dir: Path) -> Path:
+    """The YAML verl reads through ``rollout.agent.agent_loop_config_path``."""
+    path = out_dir / "agent_loops.yaml"
+    path.write_text(f"- name: cuda_agent\n  _target_: {AGENT_LOOP_TARGET}\n")
+    return path
+
+
+def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path | None = None) -> dict[str, Any]:
+    """verl ``ppo_trainer`` settings for the warm-up (single turn), critic and ppo (multi-turn) stages."""
+    stage = cfg.stage
+    multi_turn = stage in ("critic", "ppo", "collect")
+    prompt_len = int(cfg.require("max_prompt_tokens"))
+    response_len = int(cfg.require("max_response_tokens"))
+    steps = int(cfg.require("total_steps"))
+    tree: dict[str, Any] = {
+        "hydra": {"searchpath": ["pkg://verl.trainer.config"]},
+        "defaults": ["ppo_trainer", "_self_"],
+    }
+    values = {
+        "data.train_files": str(train_file),
+        "data.val_files": str(val_file or train_file),
+        "data.train_batch_size": int(cfg.require("global_batch")),
+        "data.max_prompt_length": prompt_len,
+        "data.max_response_length": response_len,
+        "data.return_raw_chat": True,
+        "data.truncation": "left",
+        "actor_rollout_ref.model.path": str(cfg.require("actor_path")),
+        "actor_rollout_ref.actor.optim.lr": float(cfg.get("actor_lr", 3e-6)),
+        "actor_rollout_ref.actor.ppo_mini_batch_size": int(cfg.get("mini_batch", cfg.require("global_batch"))),
+        "actor_rollout_ref.actor.clip_ratio_low": float(cfg.get("clip_ratio_low", 0.2)),
+        "actor_rollout_ref.actor.clip_ratio_high": float(cfg.get("clip_ratio_high", 0.28)),
+        "actor_rollout_ref.actor.loss_agg_mode": str(cfg.get("loss_agg_mode", "token-mean")),
+        "actor_rollout_ref.actor.use_kl_loss": False,
+        "actor_rollout_ref.actor.entropy_coeff": 0.0,
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": prompt_len + response_len,
+        "actor_rollout_ref.rollout.name": str(cfg.get("rollout.engine", "vllm")),
+        "actor_rollout_ref.rollout.mode": "async",
+        "actor_rollout_ref.rollout.n": int(cfg.get("rollout.n", 1)),
+        "actor_rollout_ref.rollout.temperature": float(cfg.get("rollout.temperature", 1.0)),
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": int(cfg.get("rollout.tensor_parallel", 1)),
+        "actor_rollout_ref.rollout.gpu_memory_utilization": float(cfg.get("rollout.gpu_memory_utilization", 0.6)),
+        "actor_rollout_ref.rollout.max_model_len": prompt_len + response_len,
+        "actor_rollout_ref.rollout.calculate_log_probs": True,
+        "critic.enable": True,
+        "critic.model.path": str(cfg.get("critic_path") or cfg.require("actor_path")),
+        "critic.optim.lr": float(cfg.get("critic_lr", 6e-6)),
+        "critic.ppo_max_token_len_per_gpu": prompt_len + response_len,
+        "algorithm.adv_estimator": "gae",
+        "algorithm.gamma": float(cfg.get("gamma", 1.0)),
+        "algorithm.lam": float(cfg.get("lam", 0.95)),
+        "algorithm.use_kl_in_reward": False,
+        "trainer.nnodes": int(cfg.get("cluster.train_nodes", 1)),
+        "trainer.n_gpus_per_node": int(cfg.get("cluster.gpus_per_node", 8)),
+        "trainer.total_training_steps": steps,
+        "trainer.total_epochs": int(cfg.get("epochs", 1000)),
+        "trainer.critic_warmup": steps if stage == "critic" else int(cfg.get("critic_warmup", 0)),
+        "trainer.project_name": "cuda_agent",
+        "trainer.experiment_name": f"{stage}",
+        "trainer.default_local_dir": str(out_dir / "checkpoints"),
+        "trainer.save_freq": int(cfg.get("save_every", 20)),
+        "trainer.val_before_train": False,
+        "trainer.test_freq": -1,
+        "trainer.logger": list(cfg.get("loggers", ["console"])),
+    }
+    if multi_turn:
+        values.update({
+            "actor_rollout_ref.rollout.multi_turn.enable": True,
+            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": int(cfg.get("max_turns", 150)),
+            "actor_rollout_ref.rollout.multi_turn.format": "hermes",
+            "actor_rollout_ref.rollout.agent.default_agent_loop": "cuda_agent",
+            "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_loop_registry(out_dir)),
+            "actor_rollout_ref.rollout.agent.num_workers": int(cfg.get("rollout.agent_workers", 8)),
+        })
+    else:
+        from cuda_agent.rl import reward as reward_module
+
+        values.update({
+            "actor_rollout_ref.rollout.agent.default_agent_loop": "single_turn_agent",
+            "reward.custom_reward_function.path": str(Path(reward_module.__file__).resolve()),
+            "reward.custom_reward_function.name": "compute_score",
+            "reward.custom_reward_function.reward_kwargs": {"backend": dict(cfg.get("eval.backend") or {})},
+        })
+    for key, value in values.items():
+        _set(tree, key, value)
+    tree["cuda_agent"] = {
+        "env": dict(cfg.get("env") or {}),
+        "backend": dict(cfg.get("eval.backend") or {}),
+        "max_turns": int(cfg.get("max_turns", 150)),
+        "max_tokens_per_turn": int(cfg.get("max_tokens_per_turn", 8192)),
+        "max_observation_tokens": cfg.get("max_observation_tokens"),
+    }
+    return _merge(tree, cfg.get("verl") or {})
+
+
+def sft_config(cfg: StageConfig, out_dir: Path, train_file: Path) -> dict[str, Any]:
+    """verl ``sft_trainer_engine`` settings for rejection fine-tuning (multi-turn chat, assistant tokens only)."""
+    tree: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]},
+                            "defaults": ["sft_trainer_engine", "_self_"]}
+    values = {
+        "data.train_files": str(train_file),
+        "data.val_files": None,
+        "data.train_batch_size": int(cfg.require("global_batch")),
+        "data.max_length": int(cfg.require("max_length")),
+        "data.truncation": "left",
+        "data.messages_key": "messages",
+        "data.tools_key": "tools",
+        "model.path": str(cfg.require("actor_path")),
+        "optim.lr": float(cfg.get("actor_lr", 3e-6)),
+        "trainer.total_epochs": int(cfg.get("epochs", 1)),
+        "trainer.total_training_steps": cfg.get("total_steps"),
+        "trainer.project_name": "cuda_agent",
+        "trainer.experiment_name": "rft",
+        "trainer.default_local_dir": str(out_dir / "checkpoints"),
+        "trainer.logger": list(cfg.get("loggers", ["console"])),
+        "trainer.nnodes": int(cfg.get("cluster.train_nodes", 1)),
+        "trainer.n_gpus_per_node": int(cfg.get("cluster.gpus_per_node", 8)),
+    }
+    for key, value in values.items():
+        _set(tree, key, value)
+    return _merge(tree, cfg.get("verl") or {})
+
+
+def write_config(tree: Mapping[str, Any], out_dir: Path, name: str) -> Path:
+    import yaml
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.yaml"
+    path.write_text("# generated by `cuda-agent train`: exactly what verl receives\n"
+                    + yaml.safe_dump(dict(tree), sort_keys=False))
+    return path
+
+
+def launch_command(stage: str, config_path: Path, cfg: StageConfig) -> list[str]:
+    """The command that runs verl on ``config_path``: Ray-driven ``main_ppo`` for PPO-style stages (it joins the
+    cluster named by ``RAY_ADDRESS``), ``torchrun`` over the SFT trainer for RFT."""
+    import sys
+
+    if stage == "rft":
+        nodes = int(cfg.get("cluster.train_nodes", 1))
+        gpus = int(cfg.get("cluster.gpus_per_node", 8))
+        cmd = ["torchrun", f"--nnodes={nodes}", f"--nproc_per_node={gpus}"]
+        if nodes > 1:
+            cmd += [f"--rdzv_endpoint={cfg.require('cluster.master_addr')}:{cfg.get('cluster.master_port', 29500)}",
+                    "--rdzv_backend=c10d"]
+        return cmd + ["-m", "verl.trainer.sft_trainer", f"--config-path={config_path.parent.resolve()}",
+                      f"--config-name={config_path.stem}"]
+    return [sys.executable, "-m", "verl.trainer.main_ppo", f"--config-path={config_path.parent.resolve()}",
+            f"--config-name={config_path.stem}"]
