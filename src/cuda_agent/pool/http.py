@@ -1,0 +1,319 @@
+"""The HTTP service in front of a pool (stdlib only: ``http.server`` and JSON) and `PoolClient`, which speaks it
+and implements the `Pool` protocol, so rollout workers on other machines use a remote pool like a local one.
+
+The API is documented in docs/http_api.md.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from cuda_agent.errors import ConfigError, CudaAgentError, PoolError, TaskError, WorkspaceError
+from cuda_agent.pool.base import PoolStats, eval_result_types
+from cuda_agent.pool.job import EvalJob, SolutionSnapshot
+from cuda_agent.pool.service import EvaluationService
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_WAIT_IDS = 500
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "PoolHTTPServer"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _reply(self, status: int, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        self._reply(status, {"error": message})
+
+    def _authorised(self) -> bool:
+        token = self.server.token
+        if not token:
+            return True
+        given = self.headers.get("Authorization", "")
+        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return True
+        self._error(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token (send 'Authorization: Bearer <token>')")
+        return False
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise _TooLarge(f"request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw or b"null")
+        except ValueError as exc:
+            raise ConfigError(f"request body is not JSON: {exc}") from exc
+
+    def _dispatch(self, method: str) -> None:
+        if not self._authorised():
+            return
+        parts = urlsplit(self.path)
+        path = parts.path.rstrip("/")
+        service = self.server.service
+        try:
+            if method == "GET" and path == "/v1/health":
+                self._reply(HTTPStatus.OK, service.health())
+            elif method == "POST" and path == "/v1/evaluations":
+                self._reply(HTTPStatus.ACCEPTED, service.submit(self._body()))
+            elif method == "POST" and path == "/v1/evaluations/wait":
+                body = self._body() or {}
+                ids = body.get("ids") if isinstance(body, dict) else None
+                if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > MAX_WAIT_IDS:
+                    raise ConfigError(f"ids must be a list of at most {MAX_WAIT_IDS} job ids")
+                wait_s = float(body.get("wait_s", 0))
+                self._reply(HTTPStatus.OK, {"evaluations": service.wait(ids, wait_s)})
+            elif method == "GET" and path.startswith("/v1/evaluations/"):
+                job_id = path.rsplit("/", 1)[1]
+                wait = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p).get("wait")
+                status = service.wait([job_id], float(wait))[0] if wait else service.status(job_id)
+                if status is None or status["status"] == "unknown":
+                    self._error(HTTPStatus.NOT_FOUND, f"no evaluation with id {job_id}")
+                else:
+                    self._reply(HTTPStatus.OK, status)
+            elif method == "POST" and path == "/v1/cache-keys":
+                self._reply(HTTPStatus.OK, {"cache_key": service.cache_key(self._body())})
+            elif method == "POST" and path == "/v1/builds":
+                self._reply(HTTPStatus.OK, service.build(self._body()))
+            else:
+                self._error(HTTPStatus.NOT_FOUND, f"no route {method} {path}; see docs/http_api.md")
+        except _TooLarge as exc:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc))
+        except (ConfigError, TaskError, WorkspaceError, ValueError, TypeError, KeyError) as exc:
+            self._error(HTTPStatus.BAD_REQUEST, f"{type(exc).__name__}: {exc}")
+        except PoolError as exc:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, str(exc))
+        except CudaAgentError as exc:
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the server answers every request
+            log.exception("request %s %s failed", method, self.path)
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class PoolHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server bound to an `EvaluationService` (one thread per connection)."""
+
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, address: tuple[str, int], service: EvaluationService, token: str | None = None) -> None:
+        super().__init__(address, _Handler)
+        self.service = service
+        self.token = token
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+def make_server(pool: Any, host: str = "127.0.0.1", port: int = 8000, *, token: str | None = None) -> PoolHTTPServer:
+    """An HTTP server for ``pool`` (port 0 picks a free port); run it with ``serve_forever()``."""
+    return PoolHTTPServer((host, port), EvaluationService(pool), token)
+
+
+class PoolClient:
+    """A `Pool` on the other side of HTTP.
+
+    ``submit`` posts the job (its snapshot travels base64-encoded) and returns a future; one background thread
+    long-polls the server for every pending job in batches and resolves the futures. Connection errors are retried
+    for ``retry_s`` seconds (a restarting server), after which pending futures fail with `PoolError`.
+    """
+
+    def __init__(self, url: str, *, token: str | None = None, timeout_s: float = 60.0, poll_wait_s: float = 20.0,
+                 retry_s: float = 120.0, build_workers: int = 8) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+        self.poll_wait_s = poll_wait_s
+        self.retry_s = retry_s
+        self._pending: dict[str, Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._poller: threading.Thread | None = None
+        self._builds = ThreadPoolExecutor(max_workers=build_workers, thread_name_prefix="pool-client-build")
+        self.store = None
+
+    # ---- transport ----------------------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", "")
+            except ValueError:
+                message = exc.reason
+            if exc.code in (400, 404, 413):
+                raise ConfigError(f"{method} {path}: HTTP {exc.code}: {message}") from exc
+            raise PoolError(f"{method} {path}: HTTP {exc.code}: {message}") from exc
+
+    # ---- Pool protocol ------------------------------------------------------------------------------------------
+
+    def submit(self, job: EvalJob) -> "Future[Any]":
+        """Post ``job`` to the server; raises `ConfigError` if the server rejects it, `PoolError` if it is
+        unreachable or cannot take it."""
+        if self._closed:
+            raise PoolError("the pool client is closed; create a new one")
+        try:
+            status = self._request("POST", "/v1/evaluations", job.to_dict())
+        except (urllib.error.URLError, OSError) as exc:
+            raise PoolError(f"cannot reach the pool service at {self.url}: {exc}") from exc
+        future: Future[Any] = Future()
+        if not self._resolve(future, status):
+            with self._lock:
+                self._pending[status["id"]] = future
+                if self._poller is None:
+                    self._poller = threading.Thread(target=self._poll, name="pool-client-poll", daemon=True)
+                    self._poller.start()
+            self._wake.set()
+        return future
+
+    def evaluate(self, job: EvalJob) -> Any:
+        return self.submit(job).result()
+
+    async def aevaluate(self, job: EvalJob) -> Any:
+        loop = asyncio.get_running_loop()
+        future = await loop.run_in_executor(None, self.submit, job)
+        return await asyncio.wrap_future(future)
+
+    def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
+        """Build a workspace's agent files on the server (compiler diagnostics come back; the library stays there)."""
+        from cuda_agent.workspace import Workspace
+
+        ws = Workspace.open(Path(getattr(workspace, "root", workspace)))
+        body = {"task": ws.task.to_dict(), "solution": SolutionSnapshot.from_files(ws.solution_files()).to_dict()}
+        return self._builds.submit(self._build, body)
+
+    def _build(self, body: dict[str, Any]) -> Any:
+        from cuda_agent.build import BuildResult
+
+        data = self._request("POST", "/v1/builds", body, timeout_s=max(self.timeout_s, 600.0))
+        return BuildResult(ok=bool(data["ok"]), library=None, seconds=float(data.get("seconds", 0.0)),
+                           compiled=tuple(data.get("compiled", ())), reused=tuple(data.get("reused", ())),
+                           diagnostics=data.get("diagnostics", ""), log=data.get("log", ""), arch=data.get("arch", ""))
+
+    def cache_key(self, job: EvalJob) -> str:
+        return str(self._request("POST", "/v1/cache-keys", job.to_dict())["cache_key"])
+
+    def health(self) -> dict[str, Any]:
+        return self._request("GET", "/v1/health")
+
+    def stats(self) -> PoolStats:
+        data = self.health()
+        fields = PoolStats.__dataclass_fields__
+        return PoolStats(**{k: data[k] for k in fields if k in data})
+
+    @property
+    def gpu_name(self) -> str:
+        return str(self.health().get("gpu_name", ""))
+
+    def close(self) -> None:
+        """Stop polling; futures still pending fail with `PoolError` (the jobs keep running on the server)."""
+        self._closed = True
+        self._wake.set()
+        if self._poller is not None:
+            self._poller.join(timeout=self.poll_wait_s + self.timeout_s)
+        self._fail_pending("the pool client was closed before the result arrived")
+        self._builds.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "PoolClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- polling ------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _resolve(future: Future[Any], status: dict[str, Any]) -> bool:
+        state = status.get("status")
+        if state == "done":
+            EvalResult, _ = eval_result_types()
+            future.set_result(EvalResult.from_dict(status["result"]))
+            return True
+        if state in ("failed", "unknown"):
+            future.set_exception(PoolError(f"evaluation {status.get('id')} failed on the server: {status.get('error')}"))
+            return True
+        return False
+
+    def _fail_pending(self, reason: str) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(PoolError(reason))
+
+    def _poll(self) -> None:
+        failing_since: float | None = None
+        while not self._closed:
+            with self._lock:
+                ids = list(self._pending)[:MAX_WAIT_IDS]
+            if not ids:
+                self._wake.wait(1.0)
+                self._wake.clear()
+                with self._lock:
+                    if not self._pending:
+                        self._poller = None
+                        return
+                continue
+            try:
+                answer = self._request("POST", "/v1/evaluations/wait", {"ids": ids, "wait_s": self.poll_wait_s},
+                                       timeout_s=self.poll_wait_s + self.timeout_s)
+                failing_since = None
+            except (urllib.error.URLError, OSError, PoolError) as exc:
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > self.retry_s:
+                    self._fail_pending(f"lost the pool service at {self.url} for {self.retry_s:.0f} s: {exc}")
+                    with self._lock:
+                        self._poller = None
+                    return
+                time.sleep(1.0)
+                continue
+            for status in answer.get("evaluations", []):
+                with self._lock:
+                    future = self._pending.get(status["id"])
+                if future is not None and self._resolve(future, status):
+                    with self._lock:
+                        self._pending.pop(status["id"], None)
