@@ -35,18 +35,20 @@ def model_new_text() -> str:
 
 
 @pytest.fixture(scope="session")
-def build_cache(tmp_path_factory: pytest.TempPathFactory, task: Task, slow_kernel: str, model_new_text: str) -> Path:
-    """A build cache holding the example's slow kernel, compiled once by real nvcc."""
+def build_cache(tmp_path_factory: pytest.TempPathFactory, task: Task, model_new_text: str) -> Path:
+    """A build cache holding the example's two kernels, each compiled once by real nvcc."""
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("nvcc is not installed")
     from cuda_agent.build import build_workspace
     from cuda_agent.workspace import create_workspace
 
     cache = tmp_path_factory.mktemp("build-cache")
-    ws = create_workspace(task, tmp_path_factory.mktemp("prime") / "ws",
-                          solution={"kernels/scaled_silu.cu": slow_kernel, "model_new.py": model_new_text})
-    result = build_workspace(ws.root, cache_dir=cache, arch="90")
-    assert result.ok, result.diagnostics
+    for name in ("scaled_silu_slow.cu", "scaled_silu_fast.cu"):
+        source = (example_dir() / name).read_text()
+        ws = create_workspace(task, tmp_path_factory.mktemp("prime") / "ws",
+                              solution={"kernels/scaled_silu.cu": source, "model_new.py": model_new_text})
+        result = build_workspace(ws.root, cache_dir=cache, arch="90")
+        assert result.ok, result.diagnostics
     return cache
 
 

@@ -238,15 +238,15 @@ class AgentEnv:
         if command not in ("build", "verify", "profile", "submit"):
             return f"cuda-agent: unknown command {command!r}; use build, verify, profile or submit", 2
         build = self._build()
-        if command == "build" or not build.ok:
+        if command == "build":
             return build.render(), 0 if build.ok else 1
+        kind = "verify" if command == "verify" else "profile"
+        evaluation = self._evaluate(kind) if build.ok else self._record(_build_failed(kind, build))
+        text = build.render() if not build.ok else f"{build.render()}\n{evaluation.render()}"
         if command == "submit":
             self.submitted = True
-            evaluation = self._evaluate("profile")
-            best = self._best_line()
-            return f"{build.render()}\n{evaluation.render()}\nsubmitted: the episode is over. {best}", 0
-        evaluation = self._evaluate(command)  # type: ignore[arg-type]
-        return f"{build.render()}\n{evaluation.render()}", 0 if evaluation.correct or evaluation.skipped else 1
+            return f"{text}\nsubmitted: the episode is over. {self._best_line()}", 0
+        return text, 0 if evaluation.correct or evaluation.skipped else 1
 
     # ---- internals -------------------------------------------------------------------------------------------
 
@@ -264,9 +264,7 @@ class AgentEnv:
             evaluation = self.backend.verify(self.task, self.workspace)
         else:
             evaluation = self.backend.profile(self.task, self.workspace)
-        self.last_evaluation = evaluation
-        self.evaluations.append(evaluation)
-        self._step_events.setdefault("evaluations", []).append(evaluation.to_dict())
+        self._record(evaluation)
         if is_candidate(evaluation):
             candidate = BestKernel(evaluation, self.turns, files)
             if candidate.improves_on(self.best):
@@ -274,11 +272,16 @@ class AgentEnv:
                 self._step_events["best_changed"] = True
         return evaluation
 
+    def _record(self, evaluation: Evaluation) -> Evaluation:
+        self.last_evaluation = evaluation
+        self.evaluations.append(evaluation)
+        self._step_events.setdefault("evaluations", []).append(evaluation.to_dict())
+        return evaluation
+
     def _final_evaluation(self) -> None:
         try:
             build = self._build()
-            if build.ok:
-                self._evaluate("profile")
+            self._evaluate("profile") if build.ok else self._record(_build_failed("profile", build))
         except CudaAgentError as exc:
             log.warning("final evaluation failed: %s", exc)
 
@@ -339,6 +342,11 @@ class AgentEnv:
             return create_workspace(task, root).root, False
         parent = Path(tempfile.mkdtemp(prefix="cuda-agent-ep-"))
         return create_workspace(task, parent / "ws").root, True
+
+
+def _build_failed(kind: str, build: BuildSummary) -> Evaluation:
+    return Evaluation(kind=kind, stage="build_failed", correct=False, reward=-1.0,  # type: ignore[arg-type]
+                      message=build.diagnostics[:2000])
 
 
 def _as_tool_call(value: ToolCall | Mapping[str, Any]) -> ToolCall:
