@@ -105,7 +105,8 @@ class RawRun:
 
 
 def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxLimits, timeout: float,
-              stdin_data: bytes | None, check: Callable[[], str], env: dict[str, str] | None = None) -> RawRun:
+              stdin_data: bytes | None, check: Callable[[], str], env: dict[str, str] | None = None,
+              extra_fds: tuple[int, ...] = ()) -> RawRun:
     """Start ``argv``, watch it, kill the tree on a limit. ``check()`` is called every poll interval and returns a
     kill reason ('' to go on): the caller's disk-quota test."""
     out, err = BoundedCapture(limits.max_output_bytes), BoundedCapture(limits.max_output_bytes)
@@ -114,7 +115,7 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(report_w,), start_new_session=True, close_fds=True, env=env)
+            stderr=subprocess.PIPE, pass_fds=(report_w, *extra_fds), start_new_session=True, close_fds=True, env=env)
     finally:
         os.close(report_w)
     readers = [

@@ -26,6 +26,7 @@ from cuda_agent.sandbox._layout import (BROKER_DIR, CLIENT_DIR, SANDBOX_UID, Lay
 from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
 from cuda_agent.sandbox._monitor import CanaryWatch, UidLease, chown_tree, digest, disk_usage, no_route_packets
 from cuda_agent.sandbox._probe import bwrap_path, check_sandbox
+from cuda_agent.sandbox._seccomp import no_userns_filter
 from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class Sandbox:
         self._own_broker: Broker | None = None
         self._lease: UidLease | None = None
         self._canaries = CanaryWatch()
+        self._pass_fds: list[int] = []
         try:
             self._setup(broker, extra_ro, extra_rw, sensitive_paths)
         except BaseException:
@@ -142,6 +144,13 @@ class Sandbox:
                               self.protected), ro=tuple(ro), rw=tuple(rw), files=files, ro_dirs=ro_dirs,
                               tmp_bytes=self.limits.tmp_bytes, env=env)
         self._usage = disk_usage(self.workspace)
+        self._seccomp_path: Path | None = None
+        program = no_userns_filter() if self.identity == "setuid" else None
+        if program is not None:
+            self._seccomp_path = self._state / "no-userns.bpf"
+            self._seccomp_path.write_bytes(program)
+        elif self.identity == "setuid":
+            log.warning("no seccomp filter for this machine: the sandbox's user may create user namespaces")
 
     def _write_etc(self) -> dict[str, str]:
         etc = self._state / "etc"
@@ -228,7 +237,7 @@ class Sandbox:
         limit = float(timeout if timeout is not None else self.limits.timeout_s)
         report_r, report_w = os.pipe()
         os.set_inheritable(report_w, True)
-        argv = [bwrap_path(), *namespace_args(self.identity), *self._layout.args(), "--"]
+        argv = [bwrap_path(), *namespace_args(self.identity), *self._seccomp_args(), *self._layout.args(), "--"]
         if self.identity == "setuid":
             argv += drop_privileges_prefix(self.uid)
         argv += ["/bin/bash", "-c", wrapper_script(self.limits, report_w), "sandbox", text, inside_cwd]
@@ -244,10 +253,21 @@ class Sandbox:
         stdin = input.encode() if isinstance(input, str) else input
         try:
             raw = run_bwrap(argv, report_w=report_w, report_r=report_r, limits=self.limits, timeout=limit,
-                            stdin_data=stdin, check=over_quota)
+                            stdin_data=stdin, check=over_quota, extra_fds=tuple(self._pass_fds))
         except OSError as exc:
             raise SandboxError(f"cannot start bubblewrap for {self.workspace}: {exc}") from exc
+        finally:
+            for fd in self._pass_fds:
+                os.close(fd)
+            self._pass_fds.clear()
         return self._finish(text, raw, start_usage)
+
+    def _seccomp_args(self) -> list[str]:
+        if self._seccomp_path is None:
+            return []
+        fd = os.open(self._seccomp_path, os.O_RDONLY | os.O_CLOEXEC)
+        self._pass_fds.append(fd)
+        return ["--seccomp", str(fd)]
 
     def _finish(self, command: str, raw, start_usage: int) -> ExecResult:
         stdout, stderr = raw.stdout.text(), raw.stderr.text()
