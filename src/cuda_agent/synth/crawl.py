@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import re
 import warnings
 from typing import Any, Callable, Iterable
 
@@ -168,8 +169,26 @@ def probe(candidate: Candidate) -> OperatorSpec:
             input_independent=independent,
             example=example,
         )
-        return dataclasses.replace(done, meta_ok=_meta_ok(done), category=_category(done))
+        done = dataclasses.replace(done, meta_ok=_meta_ok(done), category=_category(done))
+        return _batched(done)
     raise ProbeFailure(last_error)
+
+
+_SPATIAL = re.compile(r"([123])d$", re.IGNORECASE)
+
+
+def _batched(spec: OperatorSpec) -> OperatorSpec:
+    """A ``...2d`` operator also accepts an unbatched input, which in a chain would treat the batch as channels:
+    keep only its batched rank (n + 2; BatchNorm1d and InstanceNorm1d also take (N, C))."""
+    match = _SPATIAL.search(spec.name)
+    if not match:
+        return spec
+    wanted = {int(match.group(1)) + 2}
+    if spec.category == "norm" and match.group(1) == "1":
+        wanted.add(2)
+    hint = spec.inputs[0]
+    ranks = tuple(r for r in hint.ranks if r in wanted) or hint.ranks
+    return dataclasses.replace(spec, inputs=(dataclasses.replace(hint, ranks=ranks),) + spec.inputs[1:])
 
 
 def _meta_ok(spec: OperatorSpec) -> bool:

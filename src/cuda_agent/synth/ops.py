@@ -88,8 +88,12 @@ def prepare(spec: OperatorSpec, shape: Sequence[int], rng: random.Random | None 
     Building once matters: calling the result twice must not re-draw weights, so that a second call that disagrees
     with the first proves the operator itself is stochastic.
     """
-    fn = build(spec, bind_all(spec.init_args, shape, rng)) if spec.kind == "module" else resolve(spec.name)
-    values = bind_all(spec.call_args, shape, rng)
+    return prepare_bound(spec, bind_all(spec.init_args, shape, rng), bind_all(spec.call_args, shape, rng))
+
+
+def prepare_bound(spec: OperatorSpec, init_values: dict[str, Any], values: dict[str, Any]) -> Callable[[Any], Any]:
+    """`prepare` with argument values already bound (the composer keeps them to write the task's code)."""
+    fn = build(spec, init_values) if spec.kind == "module" else resolve(spec.name)
     positional: list[Any] = []
     keywords: dict[str, Any] = {}
     for arg in spec.call_args:
