@@ -56,7 +56,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     try:
         result = _evaluate(task, solution, config)
     except CandidateError as exc:
-        result = failure(task.id, exc.stage, exc.reason, log=exc.log, rules_fired=tuple(exc.violations))
+        if exc.violations:  # rules fired before the candidate went on to fail: the rules are the verdict
+            result = failure(task.id, "rule_violation", "; ".join(str(v) for v in exc.violations[:3])
+                             + f"; then {exc.stage}: {exc.reason}", log=exc.log, rules_fired=tuple(exc.violations))
+        else:
+            result = failure(task.id, exc.stage, exc.reason, log=exc.log)
     except candidate_mod.CandidateLoadError as exc:
         result = failure(task.id, exc.stage, exc.reason, log=exc.log, build_seconds=exc.build_seconds)
     except torch.OutOfMemoryError as exc:

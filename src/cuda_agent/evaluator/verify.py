@@ -414,7 +414,7 @@ class Verifier:
             self.checks.append("cache_probe")
             self._unaudited_call()
         self._variants(all_passed)
-        if all_passed and not self.violations:
+        if all_passed:
             self._precision_probe()
         if all_passed and not self.violations and self.cuda and self.config.runtime_audit:
             self._runtime_audit()

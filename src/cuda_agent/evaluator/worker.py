@@ -22,6 +22,18 @@ from cuda_agent.evaluator import pipeline
 from cuda_agent.evaluator.checks.audit import audit
 
 
+def _preload() -> None:
+    """Import what the first evaluation would otherwise import lazily (torch._dynamo alone takes seconds, pulled
+    in by the first dispatch mode), without initialising CUDA, so that forked children start warm."""
+    import torch._dynamo  # noqa: F401
+    import torch.profiler  # noqa: F401
+    import torch.testing  # noqa: F401
+    from cuda_agent.evaluator.checks.guard import DispatchGuard
+
+    with torch.no_grad(), DispatchGuard(strict=False, fp32_task=True):
+        (torch.ones(4) * 2).sum()
+
+
 def _apply_env(env: dict[str, str] | None) -> None:
     if env:
         os.environ.update({str(k): str(v) for k, v in env.items()})
@@ -92,6 +104,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
 
 
 def serve(socket_path: str) -> None:
+    _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped automatically
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)

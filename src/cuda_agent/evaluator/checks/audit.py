@@ -64,7 +64,10 @@ class CandidateAudit:
         self._busy = threading.local()
         import torch
 
-        self._trusted_prefixes = (os.path.dirname(torch.__file__) + os.sep,)
+        import cuda_agent
+
+        self._trusted_prefixes = (os.path.dirname(torch.__file__) + os.sep,
+                                  os.path.dirname(cuda_agent.__file__) + os.sep)
         self._installed = False
 
     def install(self) -> None:
@@ -88,18 +91,22 @@ class CandidateAudit:
             return False
         return any(path == root or path.startswith(root + os.sep) for root in self._roots)
 
-    def _attribution(self) -> tuple[bool, str, str]:
-        """(candidate on the stack, innermost Python file, the candidate frame's file:line)."""
+    def _attribution(self) -> tuple[bool, str]:
+        """(the candidate asked for this, the candidate frame's file:line). Walking out from the code that raised
+        the event, the first frame that belongs to someone decides: candidate code, or PyTorch / cuda-agent /
+        the protected binding (trusted: they act on the candidate's behalf). Standard-library frames in between
+        are transparent, so ``inspect.stack()`` called by the candidate is the candidate's."""
         frame = _getframe(3)
-        innermost = frame.f_code.co_filename if frame is not None else ""
         depth = 0
         while frame is not None and depth < 200:
             name = frame.f_code.co_filename
             if self._is_candidate_file(name):
-                return True, innermost, f"{os.path.basename(name)}:{frame.f_lineno}"
+                return True, f"{os.path.basename(name)}:{frame.f_lineno}"
+            if name.startswith(self._trusted_prefixes) or name.endswith(os.sep + _BINDING_NAME):
+                return False, ""
             frame = frame.f_back
             depth += 1
-        return False, innermost, ""
+        return False, ""
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if not self._armed or getattr(self._busy, "on", False):
@@ -118,11 +125,10 @@ class CandidateAudit:
             self._busy.on = False
 
     def _classify(self, event: str, args: tuple[Any, ...]) -> None:
-        on_stack, innermost, site = self._attribution()
+        # Rationale: code PyTorch runs on the candidate's behalf (inline-extension builds, lazy imports) is trusted.
+        on_stack, site = self._attribution()
         if not on_stack:
             return
-        # Rationale: code PyTorch runs on the candidate's behalf (inline-extension builds, lazy imports) is trusted.
-        trusted_origin = innermost.startswith(self._trusted_prefixes) or innermost.startswith("<frozen")
         if event == "open":
             path = str(args[0]) if args else ""
             # Rationale: reading the reference (model.py) or the evaluator's files is how a candidate copies the
@@ -135,16 +141,12 @@ class CandidateAudit:
             return
         if event == "import":
             name = str(args[0]) if args else ""
-            if trusted_origin and not innermost.startswith("<frozen"):
-                return
             # Rationale: importing the reference (`model`) is the classic PyTorch fallback; importing the evaluator
             # or introspection modules is how its private state would be reached.
             if name == "model" or name.startswith("model."):
                 self.log.add("torch_fallback", f"imported the reference module 'model' at {site}")
             elif name.split(".")[0] == "cuda_agent" and not name.startswith("cuda_agent.build"):
                 self.log.add("evaluator_access", f"imported {name} at {site}")
-            return
-        if trusted_origin:
             return
         if event in DYNAMIC_CODE_EVENTS:
             # Rationale: code compiled at run time escapes static review and can carry any of the other cheats.

@@ -39,7 +39,7 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 CANARY_BYTE = 0xA5
 # Poison for never-written memory: quiet NaNs with a payload no arithmetic produces, and odd integers.
 _POISON_BITS = {
-    torch.float32: (torch.int32, 0x7FC0DEAD - (1 << 32)),
+    torch.float32: (torch.int32, 0x7FC0DEAD),
     torch.float64: (torch.int64, 0x7FF8DEADBEEFDEAD),
     torch.float16: (torch.int16, 0x7E5B),
     torch.bfloat16: (torch.int16, 0x7FDB),

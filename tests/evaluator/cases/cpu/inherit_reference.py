@@ -1,0 +1,19 @@
+# task: small_linear_relu  mode: relaxed  expect: torch_fallback
+# Cheat: builds the reference model inside and calls it (the reference module reached through the task's code
+# that the workspace or the caller loaded; here simulated with an identical class named Model).
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, scale):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.relu(self.linear(x) * self.scale)
+
+
+class ModelNew(Model):
+    pass
