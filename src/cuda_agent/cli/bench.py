@@ -1,0 +1,263 @@
+"""`cuda-agent bench`: run a policy over a task set, score a folder of existing solutions, measure or convert
+baselines, and write reports. The logic lives in `cuda_agent.bench`; this module parses flags and shows progress."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cuda_agent.errors import CudaAgentError
+
+console = Console()
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional[int]) -> Any:
+    from cuda_agent.tasks import load_tasks
+    from cuda_agent.testing import kernelbench_root
+
+    if spec == "kernelbench":
+        root = kernelbench_root()
+        if root is None:
+            raise _fail("no KernelBench folder found; pass --tasks PATH or set CUDA_AGENT_KERNELBENCH")
+        spec = str(root)
+    tasks = load_tasks(spec, validate=False)
+    wanted = [int(x) for x in levels.split(",")] if levels else None
+    tasks = tasks.filter(levels=wanted, ids=ids.split(",") if ids else None)
+    if limit is not None:
+        tasks = type(tasks)(tasks.tasks[:limit], tasks.failures)
+    if not len(tasks):
+        raise _fail(f"no tasks selected from {spec} (levels={levels}, ids={ids})")
+    return tasks
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[last]}"), console=console)
+
+
+def _summary(results: Any, faster_threshold: float) -> None:
+    from cuda_agent.bench import MetricsConfig, compute_metrics
+
+    metrics = compute_metrics(results.outcomes, results.tasks, MetricsConfig(faster_threshold=faster_threshold))
+    table = Table(title=f"{results.name}")
+    for col in ("Subset", "Tasks", "Pass", "Faster vs eager", "Faster vs compile", "Geomean eager", "Geomean compile"):
+        table.add_column(col, justify="right" if col != "Subset" else "left")
+
+    def x(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}x"
+
+    for g in (metrics.overall, *metrics.levels):
+        table.add_row(g.name, str(g.tasks), f"{100 * g.pass_rate:.1f}%", f"{100 * g.faster_than_eager_rate:.1f}%",
+                      f"{100 * g.faster_than_compile_rate:.1f}%", x(g.geomean_speedup_vs_eager),
+                      x(g.geomean_speedup_vs_compile))
+    console.print(table)
+
+
+def _open_pool(store_url: Optional[str], gpus: Optional[str], standin: bool) -> tuple[Any, Any]:
+    from cuda_agent.pool import LocalPool, StandInEvaluator
+    from cuda_agent.store import Store
+
+    store = Store.open(store_url)
+    gpu_list = gpus.split(",") if gpus else None
+    if standin:
+        pool = LocalPool(gpus=gpu_list or ["0"], evaluator=StandInEvaluator(), store=store)
+    else:
+        pool = LocalPool(gpus=gpu_list, store=store)
+    return pool, store
+
+
+def register(app: typer.Typer) -> None:
+    bench = typer.Typer(help="Benchmarks: agent runs, offline scoring of existing kernels, baselines, reports.",
+                        no_args_is_help=True)
+    app.add_typer(bench, name="bench")
+
+    @bench.command("run")
+    def run_cmd(
+        tasks: str = typer.Option("kernelbench", help="Task spec: a KernelBench folder, a file/folder, a parquet "
+                                  "file, hub:<id>; 'kernelbench' = levels 1-3 of the local KernelBench."),
+        out: Path = typer.Option(..., help="Run folder (results.json, kernels/, trajectories/); rerun to resume."),
+        levels: Optional[str] = typer.Option(None, help="Comma-separated levels, e.g. 1,2,3."),
+        ids: Optional[str] = typer.Option(None, help="Comma-separated task ids or patterns (L1/1*)."),
+        limit: Optional[int] = typer.Option(None, help="Only the first N selected tasks."),
+        policy: str = typer.Option("openai", help="openai (a chat-completions endpoint) or scripted."),
+        script: Optional[Path] = typer.Option(None, help="Tool-call script for --policy scripted (same for all tasks)."),
+        base_url: Optional[str] = typer.Option(None, help="Endpoint root (env OPENAI_BASE_URL)."),
+        model: Optional[str] = typer.Option(None, help="Model name (env CUDA_AGENT_MODEL)."),
+        api_key: Optional[str] = typer.Option(None, help="API key (env OPENAI_API_KEY)."),
+        concurrency: int = typer.Option(8, help="Episodes in flight at once (they share the GPU pool)."),
+        max_turns: int = typer.Option(200, help="Tool calls per episode (the paper evaluates with 200)."),
+        store: Optional[str] = typer.Option(None, help="Store URL (default: ~/.cache/cuda-agent/store.db)."),
+        gpus: Optional[str] = typer.Option(None, help="GPU ids for the pool (default: all)."),
+        name: str = typer.Option("agent", help="Name shown in the report."),
+        report: bool = typer.Option(True, help="Write report.md / report.html into the run folder at the end."),
+        faster_threshold: float = typer.Option(1.05, help="'Faster' means speedup strictly above this."),
+    ) -> None:
+        """Run a policy over a task set (resumable: finished tasks in --out are skipped)."""
+        from cuda_agent.agent import AgentConfig, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
+        from cuda_agent.bench import MetricsConfig
+        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.runner import BenchRun, RunConfig, agent_episode
+
+        task_set = _tasks(tasks, levels, ids, limit)
+        try:
+            if policy == "scripted":
+                if script is None:
+                    raise _fail("--policy scripted needs --script FILE")
+                scripted = ScriptedPolicy.from_file(script)
+                factory: Any = lambda task: scripted  # noqa: E731 - the script replays from its start for each task
+            elif policy == "openai":
+                cfg = OpenAIConfig.from_env(base_url, model, api_key)
+                factory = lambda task: OpenAIPolicy(cfg)  # noqa: E731
+            else:
+                raise _fail(f"--policy must be openai or scripted, got {policy!r}")
+            pool, _ = _open_pool(store, gpus, standin=False)
+        except CudaAgentError as exc:
+            raise _fail(str(exc)) from exc
+        try:
+            episode = agent_episode(factory, pool=pool, env_config=EnvConfig(max_turns=max_turns),
+                                    agent_config=AgentConfig())
+            run = BenchRun(task_set, out, episode, RunConfig(concurrency=concurrency, name=name))
+            with _progress() as bar:
+                handle = bar.add_task("episodes", total=len(task_set), completed=len(run.finished), last="")
+
+                def on_done(done: int, total: int, outcome: Any) -> None:
+                    speed = f"{outcome.speedup_vs_compile:.2f}x" if outcome.speedup_vs_compile else outcome.stage
+                    bar.update(handle, completed=done, last=f"{outcome.task_id}: {speed}")
+
+                results = run.run(on_done)
+        finally:
+            pool.close()
+        _summary(results, faster_threshold)
+        if report:
+            files = write_report(results, out, config=MetricsConfig(faster_threshold=faster_threshold), link_base=out)
+            console.print(f"report: {files.markdown} and {files.html}")
+
+    @bench.command("offline")
+    def offline_cmd(
+        solutions: Path = typer.Option(..., help="Folder of solutions: <task key>/ (model_new.py + kernels/), "
+                                       "<task key>.py, level<N>/<name>.py or KernelBench's run naming."),
+        tasks: str = typer.Option("kernelbench", help="Task spec (see `bench run`)."),
+        out: Path = typer.Option(Path("bench-offline"), help="Where results.json and the report go."),
+        levels: Optional[str] = typer.Option(None, help="Comma-separated levels."),
+        ids: Optional[str] = typer.Option(None, help="Comma-separated task ids or patterns."),
+        only_solved: bool = typer.Option(False, help="Score only tasks that have a solution (default: every "
+                                         "selected task; those without one count as failures)."),
+        run_id: Optional[str] = typer.Option(None, help="Run id in the store (same id = resume)."),
+        store: Optional[str] = typer.Option(None, help="Store URL (default: ~/.cache/cuda-agent/store.db)."),
+        gpus: Optional[str] = typer.Option(None, help="GPU ids for the pool (default: all)."),
+        standin: bool = typer.Option(False, help="Use the stand-in evaluator (no GPU; exercises the pipeline)."),
+        mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed (KernelBench's rules)."),
+        name: Optional[str] = typer.Option(None, help="Name shown in the report."),
+        faster_threshold: float = typer.Option(1.05, help="'Faster' means speedup strictly above this."),
+    ) -> None:
+        """Evaluate a folder of existing solutions with the same evaluator and metrics as agent runs."""
+        from cuda_agent.bench import MetricsConfig
+        from cuda_agent.bench.offline import find_solutions, run_offline
+        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.results import save_results
+
+        task_set = _tasks(tasks, levels, ids, None)
+        try:
+            if only_solved:
+                found, _ = find_solutions(solutions, task_set)
+                task_set = task_set.filter(ids=list(found))
+            pool, st = _open_pool(store, gpus, standin)
+        except CudaAgentError as exc:
+            raise _fail(str(exc)) from exc
+        config = None if standin else _eval_config(mode)
+        try:
+            with _progress() as bar:
+                handle = bar.add_task("evaluations", total=None, last="")
+
+                def on_done(done: int, total: int, result: Any) -> None:
+                    bar.update(handle, completed=done, total=total,
+                               last=f"{getattr(result, 'task_id', '')}: {getattr(result, 'stage', '')}")
+
+                run = run_offline(task_set, solutions, pool=pool, store=st,
+                                  run_id=run_id or f"offline:{solutions.resolve()}:{int(time.time())}", config=config,
+                                  name=name or "", progress=on_done)
+        except CudaAgentError as exc:
+            raise _fail(str(exc)) from exc
+        finally:
+            pool.close()
+        save_results(run.results, out / "results.json")
+        _summary(run.results, faster_threshold)
+        files = write_report(run.results, out, config=MetricsConfig(faster_threshold=faster_threshold),
+                             link_base=solutions)
+        console.print(f"results: {out / 'results.json'}; report: {files.markdown} and {files.html}")
+
+    @bench.command("report")
+    def report_cmd(
+        results: Path = typer.Argument(..., help="A results.json written by `bench run` or `bench offline`."),
+        out: Optional[Path] = typer.Option(None, help="Report folder (default: beside the results file)."),
+        links: Optional[Path] = typer.Option(None, help="Folder kernel/trajectory paths are relative to."),
+        faster_threshold: float = typer.Option(1.05, help="'Faster' means speedup strictly above this."),
+        no_reference: bool = typer.Option(False, help="Leave out the paper's Table 1."),
+    ) -> None:
+        """Write report.md, report.html and metrics.json from stored results (no GPU needed)."""
+        from cuda_agent.bench import MetricsConfig
+        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.results import load_results
+
+        try:
+            res = load_results(results)
+            files = write_report(res, out or results.parent, config=MetricsConfig(faster_threshold=faster_threshold),
+                                 with_reference=not no_reference, link_base=links or results.parent)
+        except CudaAgentError as exc:
+            raise _fail(str(exc)) from exc
+        _summary(res, faster_threshold)
+        console.print(f"report: {files.markdown} and {files.html}")
+
+    @bench.command("baselines")
+    def baselines_cmd(
+        tasks: str = typer.Option("kernelbench", help="Task spec (see `bench run`)."),
+        out: Path = typer.Option(Path("baselines.json"), help="The baseline table (resumed if it exists)."),
+        levels: Optional[str] = typer.Option(None, help="Comma-separated levels."),
+        ids: Optional[str] = typer.Option(None, help="Comma-separated task ids or patterns."),
+        import_eager: Optional[Path] = typer.Option(None, "--import", help="Import KernelBench's "
+                                                    "baseline_time_torch.json instead of measuring."),
+        import_compile: Optional[Path] = typer.Option(None, help="With --import: KernelBench's compile timings."),
+        export: Optional[Path] = typer.Option(None, help="Also write KernelBench's two timing files in this folder."),
+        reps: int = typer.Option(50, help="Timed repetitions per baseline."),
+    ) -> None:
+        """Measure eager and torch.compile times per task on this GPU (or import KernelBench's files)."""
+        from cuda_agent.bench.baselines import BaselineTable, import_kernelbench, measure_tasks
+
+        try:
+            if import_eager is not None:
+                table = import_kernelbench(import_eager, import_compile)
+                table.save(out)
+            else:
+                task_set = _tasks(tasks, levels, ids, None)
+                existing = BaselineTable.load(out) if out.exists() else None
+                with _progress() as bar:
+                    handle = bar.add_task("baselines", total=len(task_set), last="")
+
+                    def on_task(task: Any, entry: Any, error: str) -> None:
+                        text = f"{task.id}: eager {entry.eager.mean:.3f} ms, compile {entry.compile.mean:.3f} ms" \
+                            if entry is not None else f"{task.id}: failed ({error[:60]})"
+                        bar.update(handle, advance=1, last=text)
+
+                    table = measure_tasks(task_set, existing=existing, save_to=out, reps=reps, progress=on_task)
+            if export is not None:
+                paths = table.export_kernelbench(export)
+                console.print(f"KernelBench files: {paths[0]}, {paths[1]}")
+        except CudaAgentError as exc:
+            raise _fail(str(exc)) from exc
+        console.print(f"{len(table.entries)} tasks in {out} ({table.hardware or 'unknown GPU'})")
+
+
+def _eval_config(mode: str) -> Any:
+    from cuda_agent.evaluator.config import EvalConfig
+
+    return EvalConfig(mode=mode)
