@@ -158,9 +158,9 @@ def test_concurrent_builds_of_different_workspaces_do_not_interfere(tmp_path, ca
         t.start()
     for t in threads:
         t.join()
-    assert all(r.ok for r in results.values())
+    assert all(r.ok for r in results.values()), [r.diagnostics for r in results.values()]
     assert results[0].library != results[1].library
-    assert all(r.compiled == ("kernels/relu.cu",) for r in results.values())
+    assert all("kernels/relu.cu" in r.compiled for r in results.values())
 
 
 @pytest.mark.gpu

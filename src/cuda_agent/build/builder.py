@@ -248,8 +248,9 @@ def build_workspace(
         output = (proc.stdout or "") + (proc.stderr or "")
         if proc.returncode != 0 or not tmp.exists():
             tmp.unlink(missing_ok=True)
+            named = {str(obj): label for label, _, obj in jobs_list}
             return BuildResult(False, None, time.perf_counter() - started, tuple(compiled), tuple(reused),
-                               "link failed:\n" + diagnostics.summarize(output), output[-20000:], arch)
+                               diagnostics.summarize_link(output, named), output[-20000:], arch)
         if output.strip():
             logs.append(output.strip())
         os.replace(tmp, library)

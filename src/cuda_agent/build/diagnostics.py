@@ -73,3 +73,17 @@ def summarize(output: str, limit_chars: int = 2500) -> str:
     if rest:
         parts.append(f"... and {rest} more error(s); fix the first one first")
     return "\n".join(parts)
+
+
+def summarize_link(output: str, object_names: dict[str, str], limit_chars: int = 2500) -> str:
+    """Linker errors with cached object paths replaced by the source files they came from."""
+    for path, label in object_names.items():
+        output = output.replace(path, label)
+    keep = []
+    for line in output.splitlines():
+        line = re.sub(r"^(/usr/bin/)?ld(\.\w+)?: ", "", line.strip())
+        line = re.sub(r"\(\.text[^)]*\)", "", line)
+        if re.search(r"multiple definition|undefined reference|first defined here|cannot find|error", line):
+            keep.append(line)
+    text = "\n".join(keep) or output.strip() or "link failed with no linker output"
+    return "link failed:\n" + text[:limit_chars]

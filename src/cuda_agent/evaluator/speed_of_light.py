@@ -5,7 +5,8 @@ yet; and the fraction of the floor a correct kernel reaches tells the agent how 
 
 The floor is a lower bound, so every choice errs low: peaks are dense datasheet peaks at boost clock; an fp32
 matrix product may use the fastest fp32-accurate tensor-core path (three TF32 passes, or nine BF16 passes, as
-CUTLASS and newer cuBLAS do); only the bytes that the reference actually touched are counted, each once; floating
+CUTLASS and newer cuBLAS do), or the TF32 peak itself where PyTorch's backend flags allow TF32 (its default for
+convolutions: the evaluator should turn both flags off for fp32 tasks to make the floor sharper); only the bytes that the reference actually touched are counted, each once; floating
 point operations are those PyTorch's FLOP counter sees (matrix products, convolutions, attention), plus one per
 output element for everything else (so memory-bound tasks do not get a zero floor).
 """
@@ -143,15 +144,23 @@ class SolEstimate:
 _REDUCED = (torch.float16, torch.bfloat16)
 
 
-def matmul_peak_tflops(spec: GpuSpec, dtype: torch.dtype) -> float:
-    """Fastest rate at which a matrix product in ``dtype`` can run at that dtype's accuracy."""
+def matmul_peak_tflops(spec: GpuSpec, dtype: torch.dtype, allow_tf32: bool = False) -> float:
+    """Fastest rate at which a matrix product (or convolution) in ``dtype`` can run at that dtype's accuracy; with
+    ``allow_tf32`` (PyTorch's backend flags allow TF32 for that op class) an fp32 product may run at the TF32 peak."""
     if dtype == torch.float16:
         return spec.peak_fp16_tflops
     if dtype == torch.bfloat16:
         return max(spec.peak_bf16_tflops, spec.peak_fp16_tflops)
     if dtype.is_floating_point or dtype.is_complex:
+        if allow_tf32:
+            return max(spec.peak_fp32_tflops, spec.peak_tf32_tflops)
         return max(spec.peak_fp32_tflops, spec.peak_tf32_tflops / 3.0, spec.peak_bf16_tflops / 9.0)
     return max(spec.peak_fp16_tflops, spec.peak_bf16_tflops)
+
+
+def tf32_flags() -> tuple[bool, bool]:
+    """(matrix products, convolutions): whether PyTorch's backend flags in this process allow TF32 for fp32."""
+    return bool(torch.backends.cuda.matmul.allow_tf32), bool(torch.backends.cudnn.allow_tf32)
 
 
 def elementwise_peak_tflops(spec: GpuSpec, dtype: torch.dtype) -> float:
@@ -208,8 +217,14 @@ def _make_tracker(watched: dict[tuple[str, int], int]) -> Any:
     return _ReadTracker()
 
 
-def _bytes_read(model: Any, inputs: Sequence[Any]) -> tuple[Any, float, float]:
-    """Run ``model`` once under the FLOP counter and the read tracker: (outputs, matmul FLOPs, bytes read)."""
+def _conv_flops(counter: Any) -> float:
+    counts = counter.get_flop_counts().get("Global", {})
+    return float(sum(v for op, v in counts.items() if "convolution" in str(op)))
+
+
+def _bytes_read(model: Any, inputs: Sequence[Any]) -> tuple[Any, float, float, float]:
+    """Run ``model`` once under the FLOP counter and the read tracker:
+    (outputs, all counted FLOPs, convolution FLOPs among them, bytes read)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     sources = _tensors(list(inputs))
@@ -232,17 +247,26 @@ def _bytes_read(model: Any, inputs: Sequence[Any]) -> tuple[Any, float, float]:
             with counter:
                 outputs = model(*inputs)
             read = float(sum(watched.values()))
-    return outputs, float(counter.get_total_flops()), read
+    return outputs, float(counter.get_total_flops()), _conv_flops(counter), read
 
 
 def estimate(
-    model: Any, inputs: Sequence[Any], outputs: Any, spec: GpuSpec, dtype: torch.dtype | None = None
+    model: Any,
+    inputs: Sequence[Any],
+    outputs: Any,
+    spec: GpuSpec,
+    dtype: torch.dtype | None = None,
+    *,
+    allow_tf32: tuple[bool, bool] | None = None,
 ) -> SolEstimate:
     """The floor of ``model(*inputs)`` on ``spec``. Runs the reference once (under PyTorch's FLOP counter and a
     read tracker). ``outputs`` are the reference's outputs (None: those of this run). ``dtype``: the task's
-    precision (default: the floating dtype holding most input and parameter elements). Errors from the model
-    propagate."""
-    produced, mm_flops, read_bytes = _bytes_read(model, inputs)
+    precision (default: the floating dtype holding most input and parameter elements). ``allow_tf32``: whether
+    fp32 (matrix products, convolutions) may run as TF32, as PyTorch's backend flags say (default: read them now;
+    PyTorch allows TF32 convolutions by default). Matrix-class work is summed (it shares the tensor cores);
+    elementwise work may overlap with it. Errors from the model propagate."""
+    mm_tf32, conv_tf32 = allow_tf32 if allow_tf32 is not None else tf32_flags()
+    produced, mm_flops, conv_flops, read_bytes = _bytes_read(model, inputs)
     outs = _tensors(outputs if outputs is not None else produced)
     if dtype is None:
         params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
@@ -255,7 +279,8 @@ def estimate(
             written[key] = max(written.get(key, 0), _view_bytes(t))
     ew_ops = float(sum(t.numel() for t in outs))
     min_bytes = read_bytes + float(sum(written.values()))
-    mm_ms = mm_flops / (matmul_peak_tflops(spec, dtype) * 1e9)
+    mm_ms = (mm_flops - conv_flops) / (matmul_peak_tflops(spec, dtype, mm_tf32) * 1e9)
+    mm_ms += conv_flops / (matmul_peak_tflops(spec, dtype, conv_tf32) * 1e9)
     ew_ms = ew_ops / (elementwise_peak_tflops(spec, dtype) * 1e9)
     compute_ms = max(mm_ms, ew_ms)
     memory_ms = min_bytes / (spec.mem_bandwidth_gbs * 1e6)
