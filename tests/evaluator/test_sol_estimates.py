@@ -88,6 +88,22 @@ def test_conv_hand_count() -> None:
     assert sol.min_bytes == 4 * (2 * 3 * 10 * 10 + 8 * 3 * 3 * 3 + 8 + out_numel)
 
 
+def test_tf32_flags_lower_the_floor_only_for_their_op_class() -> None:
+    conv = torch.nn.Conv2d(16, 16, 3)
+    x = torch.randn(4, 16, 32, 32)
+    conv_flops = 2 * (4 * 16 * 30 * 30) * 16 * 9
+    strict = estimate(conv, [x], None, H200, allow_tf32=(False, False))
+    conv_tf32 = estimate(conv, [x], None, H200, allow_tf32=(False, True))
+    mm_tf32 = estimate(conv, [x], None, H200, allow_tf32=(True, False))
+    assert strict.matmul_flops == conv_flops
+    assert strict.compute_ms == pytest.approx(_ms(conv_flops, MM_FP32))
+    assert conv_tf32.compute_ms == pytest.approx(_ms(conv_flops, 494.7))
+    assert mm_tf32.compute_ms == strict.compute_ms
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    sol = estimate(_UsesTwoOfThree(), [a, b, torch.empty(0)], None, H200, allow_tf32=(True, False))
+    assert sol.compute_ms == pytest.approx(_ms(2 * 64**3, 494.7))
+
+
 def test_large_matmul_is_compute_bound() -> None:
     a, b = torch.randn(512, 512), torch.randn(512, 512)
     sol = estimate(_UsesTwoOfThree(), [a, b, torch.empty(0)], None, H200)

@@ -1,0 +1,108 @@
+"""The trusted timer on a real GPU: events, L2 flush, hidden side-stream work, tampering, repeatability."""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+from cuda_agent.evaluator.timing import TimingConfig, l2_flush_bytes, patched_primitives, time_forward
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def mats() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    return torch.randn(2048, 2048, device="cuda"), torch.randn(2048, 2048, device="cuda")
+
+
+def test_events_time_a_matmul(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
+    a, b = mats
+    stats = time_forward(torch.mm, [[a, b]], warmup=3, reps=30)
+    assert stats.clock == "cuda_events"
+    assert stats.n >= 30
+    assert 0.005 < stats.median_ms < 50
+    assert stats.hidden_ms < max(0.01, 0.1 * stats.median_ms)
+    assert stats.ci_low_ms <= stats.median_ms <= stats.ci_high_ms
+
+
+def test_flush_buffer_exceeds_l2() -> None:
+    dev = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    assert l2_flush_bytes(dev) >= 2 * l2
+
+
+def test_l2_flush_makes_a_cache_resident_read_slower() -> None:
+    """Rationale: without a flush, a small input stays in L2 between calls and every kernel looks faster."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    x = torch.randn(max(l2 // 2, 1 << 20) // 4, device="cuda")
+    cfg = TimingConfig(target_rel_ci=0.002, max_reps=2000)
+    flushed = time_forward(torch.sum, [[x]], reps=200, flush_l2=True, config=cfg)
+    warm = time_forward(torch.sum, [[x]], reps=200, flush_l2=False, config=cfg)
+    assert flushed.median_ms > 1.05 * warm.median_ms, (flushed, warm)
+
+
+def test_work_hidden_on_a_side_stream_is_counted(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """Rationale: a candidate that launches its real work on a stream the timer's events never see."""
+    a, b = mats
+    side = torch.cuda.Stream()
+
+    def direct(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(8):
+            y = a @ b
+        return x + y[0, 0]
+
+    def hidden(x: torch.Tensor) -> torch.Tensor:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(8):
+                y = a @ b
+        return x + 1
+
+    x = torch.zeros(4, device="cuda")
+    honest = time_forward(direct, [[x]], reps=20)
+    sneaky = time_forward(hidden, [[x]], reps=20)
+    assert honest.clock == "cuda_events"
+    assert sneaky.clock == "device_wide"
+    assert sneaky.hidden_ms > 0.5 * honest.median_ms
+    assert sneaky.median_ms > 0.8 * honest.median_ms, (honest, sneaky)
+
+
+def test_patched_events_and_sync_do_not_change_the_time(
+    mats: tuple[torch.Tensor, torch.Tensor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = mats
+    baseline = time_forward(torch.mm, [[a, b]], reps=30)
+
+    def tampering_mm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 1e-6)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda *args, **kw: None)
+        return torch.mm(x, y)
+
+    tampered = time_forward(tampering_mm, [[a, b]], reps=30)
+    assert {"torch.cuda.Event.elapsed_time", "torch.cuda.synchronize"} <= set(patched_primitives())
+    assert tampered.median_ms == pytest.approx(baseline.median_ms, rel=0.2)
+    monkeypatch.undo()
+    assert patched_primitives() == []
+
+
+def test_repeatability_of_the_same_op(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """Profiling the same kernel ten times gives medians within 2% (coefficient of variation)."""
+    a, b = mats
+    medians = [time_forward(torch.mm, [[a, b]], reps=50).median_ms for _ in range(10)]
+    cv = statistics.stdev(medians) / statistics.mean(medians)
+    assert cv < 0.02, medians
+
+
+def test_output_is_checked_during_gpu_timing(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
+    a, b = mats
+    expected = a @ b
+    checked: list[int] = []
+
+    def check(i: int, out: torch.Tensor) -> bool:
+        checked.append(i)
+        return torch.allclose(out, expected, atol=1e-3, rtol=1e-3)
+
+    time_forward(torch.mm, [[a, b]], reps=30, check=check)
+    assert checked and checked[0] == 0
