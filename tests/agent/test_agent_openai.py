@@ -1,0 +1,174 @@
+"""`OpenAIPolicy` against a local OpenAI-compatible server (stdlib http.server on 127.0.0.1) that plays scripted
+replies: tool calls, retries after 429 and 5xx, errors that must not be retried, and a whole episode."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cuda_agent.agent import ContextOverflowError, OpenAIConfig, OpenAIPolicy, Trajectory, run_episode
+from cuda_agent.agent.types import Message
+from cuda_agent.errors import ConfigError, PolicyError
+
+
+def completion(content: str = "", calls: list[tuple[str, Any]] = (), prompt: int = 100, done: int = 20) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+            for i, (name, args) in enumerate(calls)
+        ]
+    return {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}}
+
+
+class ScriptedServer:
+    """Answers each POST /v1/chat/completions with the next (status, headers, body) and records the requests."""
+
+    def __init__(self, replies: list[tuple[int, dict[str, str], Any]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                outer.headers.append(dict(self.headers))
+                status, headers, reply = outer.replies.pop(0) if outer.replies else (500, {}, {"error": "no more"})
+                data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
+                self.send_response(status)
+                for key, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers: list[ScriptedServer] = []
+
+    def make(replies: list[tuple[int, dict[str, str], Any]]) -> ScriptedServer:
+        servers.append(ScriptedServer(replies))
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def policy_for(url: str, sleeps: list[float], **overrides: Any) -> OpenAIPolicy:
+    config = OpenAIConfig(base_url=url, model="test-model", api_key="sk-local", backoff_s=0.01, **overrides)
+    return OpenAIPolicy(config, sleep=sleeps.append)
+
+
+MESSAGES = [Message("system", "s"), Message("user", "u")]
+TOOLS = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_429_then_success_is_retried_and_accounted(serve) -> None:
+    server = serve([(429, {"Retry-After": "0.05"}, {"error": "slow down"}),
+                    (200, {}, completion("thinking", [("read", {"path": "model.py"})], prompt=1000, done=50))])
+    sleeps: list[float] = []
+    policy = policy_for(server.url, sleeps, price_prompt=2.0, price_completion=10.0)
+    turn = policy.query(MESSAGES, TOOLS)
+    assert len(server.requests) == 2 and len(sleeps) == 1 and sleeps[0] >= 0.05
+    assert turn.content == "thinking" and turn.tool_calls[0].name == "read"
+    assert turn.tool_calls[0].parsed_arguments() == {"path": "model.py"} and turn.tool_calls[0].id == "call_0"
+    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.calls) == (1000, 50, 1)
+    assert turn.usage.cost == pytest.approx((1000 * 2.0 + 50 * 10.0) / 1e6)
+    request = server.requests[-1]
+    assert request["model"] == "test-model" and request["tools"] == TOOLS and request["tool_choice"] == "auto"
+    assert request["messages"] == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert server.headers[-1]["Authorization"] == "Bearer sk-local"
+
+
+def test_5xx_backoff_grows_exponentially(serve) -> None:
+    server = serve([(500, {}, "oops"), (502, {}, "bad gateway"), (503, {}, "busy"), (200, {}, completion("ok"))])
+    sleeps: list[float] = []
+    turn = policy_for(server.url, sleeps).query(MESSAGES, TOOLS)
+    assert turn.content == "ok" and turn.tool_calls == () and len(server.requests) == 4
+    assert len(sleeps) == 3 and sleeps[0] < sleeps[2]
+    assert all(0.005 <= s <= 0.04 * 2 for s in sleeps)
+
+
+def test_client_errors_are_not_retried(serve) -> None:
+    server = serve([(401, {}, {"error": {"message": "invalid key"}})])
+    sleeps: list[float] = []
+    with pytest.raises(PolicyError, match="HTTP 401.*invalid key"):
+        policy_for(server.url, sleeps).query(MESSAGES, TOOLS)
+    assert len(server.requests) == 1 and sleeps == []
+
+
+def test_context_overflow_is_its_own_error(serve) -> None:
+    server = serve([(400, {}, {"error": {"message": "This model's maximum context length is 8192 tokens"}})])
+    with pytest.raises(ContextOverflowError):
+        policy_for(server.url, []).query(MESSAGES, TOOLS)
+
+
+def test_gives_up_after_retries_on_a_dead_endpoint() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sleeps: list[float] = []
+    with pytest.raises(PolicyError, match="gave up after 3 attempts"):
+        policy_for(f"http://127.0.0.1:{port}/v1", sleeps, max_retries=2).query(MESSAGES, TOOLS)
+    assert len(sleeps) == 2
+
+
+def test_config_from_flags_and_environment(monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("CUDA_AGENT_MODEL", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL.*CUDA_AGENT_MODEL"):
+        OpenAIConfig.from_env()
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env:1/v1/")
+    monkeypatch.setenv("CUDA_AGENT_MODEL", "env-model")
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    config = OpenAIConfig.from_env()
+    assert (config.base_url, config.model, config.api_key) == ("http://env:1/v1", "env-model", "env-key")
+    assert OpenAIConfig.from_env(model="flag-model").model == "flag-model"
+
+
+def test_episode_against_the_server(serve, files_env, task, tmp_path: Path) -> None:
+    server = serve([
+        (200, {}, completion("I will read the task.", [("read", {"path": "model.py"})])),
+        (429, {"Retry-After": "0"}, {"error": "rate limited"}),
+        (200, {}, completion("", [("write", '{"path": "kernels/a.cu", "content": ')])),
+        (200, {}, completion("Let me think without tools.")),
+        (200, {}, completion("", [("glob", {"pattern": "kernels/*"}), ("submit", {})])),
+    ])
+    sleeps: list[float] = []
+    result = run_episode(task, policy_for(server.url, sleeps), files_env, trajectory=tmp_path / "t.jsonl")
+    assert result.reason == "submitted" and result.turns == 5 and len(sleeps) == 1
+    assert result.usage.calls == 4 and result.usage.prompt_tokens == 400
+    saved = Trajectory.load(tmp_path / "t.jsonl")
+    observations = [r["observation"] for t in saved.turns for r in t["results"]]
+    assert "class Model" in observations[0]
+    assert observations[1].startswith("error:") and "not valid JSON" in observations[1]
+    assert "no tool call" in observations[2]
+    assert observations[3] == "no files match kernels/*"
+    last = server.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant",
+                                         "user"]
+    assert last[3]["tool_call_id"] == "call_0" and "class Model" in last[3]["content"]
+    assert {t["function"]["name"] for t in server.requests[0]["tools"]} >= {"bash", "write", "edit", "submit"}
