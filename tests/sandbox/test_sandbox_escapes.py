@@ -34,7 +34,7 @@ def test_read_another_episodes_workspace(workspace: Path, sibling: Path) -> None
     secret = (sibling / "secret.txt").read_text().strip()
     with Sandbox(workspace) as sb:
         r = sb.exec(f"cat {sibling}/secret.txt; ls -la {sibling.parent}; cat ../episode-1/secret.txt; "
-                    "find / -name secret.txt 2>/dev/null")
+                    "find /tmp /workspace /run /opt /home /mnt /srv /root -name secret.txt 2>/dev/null")
     assert secret not in r.stdout + r.stderr
     assert "read_outside" in from_kinds(r)
     assert any(v.evidence == "effect" for v in r.violations)
@@ -159,8 +159,9 @@ def test_writes_outside_fail(workspace: Path, tmp_path: Path) -> None:
 
 def test_killing_the_monitor_is_recorded(workspace: Path) -> None:
     with Sandbox(workspace) as sb:
-        r = sb.exec("kill -9 $PPID")
-    assert "monitor" in from_kinds(r)
+        direct = sb.exec("kill -9 $$")
+        everyone = sb.exec("kill -9 -1")
+    assert "monitor" in from_kinds(direct) and "monitor" in from_kinds(everyone)
 
 
 def test_violations_are_logged(workspace: Path, tmp_path: Path) -> None:

@@ -22,8 +22,9 @@ KILLED_EXIT = 137
 
 def wrapper_script(limits: SandboxLimits, report_fd: int) -> str:
     """bash run inside as ``bash -c WRAPPER name COMMAND CWD``: set the limits (soft and hard, so the command
-    cannot raise them), run COMMAND in a child bash that does not hold the report pipe, then write the network
-    namespace's counters to the report pipe using builtins only (no extra process)."""
+    cannot raise them), run COMMAND in a subshell that does not hold the report pipe (a fork, not a new bash:
+    ``exit`` or ``exec`` in COMMAND end only the subshell), then write the network namespace's counters and the
+    process count to the report pipe using builtins only (no extra process)."""
     ulimits = ["ulimit -c 0"]
     if limits.cpu_seconds is not None:
         ulimits.append(f"ulimit -t {int(limits.cpu_seconds)}")
@@ -36,7 +37,7 @@ def wrapper_script(limits: SandboxLimits, report_fd: int) -> str:
     return (
         "; ".join(ulimits) + " || exit 125\n"
         'cd -- "$2" || exit 126\n'
-        f'/bin/bash -c "$1" {report_fd}>&-\n'
+        f'(c=$1; set --; eval "$c") {report_fd}>&-\n'
         "rc=$?\n"
         "p=(/proc/[0-9]*)\n"
         "r=''; for f in /proc/net/snmp /proc/net/snmp6; do\n"

@@ -1,0 +1,60 @@
+"""The build step's compiler runs in a sandbox too: a kernel file cannot read host files through the compiler."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox import sandboxed_runner
+
+KERNEL = """#include "cuda_agent.h"
+__global__ void scale_kernel(const float* x, float* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+void scale(ca::Tensor x, ca::Tensor out) {
+  int64_t n = x.numel();
+  scale_kernel<<<(n + 255) / 256, 256, 0, ca::stream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+}
+CA_EXPORT(scale);
+"""
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+                                reason="needs nvcc")
+
+
+def test_runner_confines_commands(workspace: Path, sibling: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    run = sandboxed_runner(workspace, extra_rw=[cache])
+    secret = (sibling / "secret.txt").read_text().strip()
+    done = run(["bash", "-c", f"cat {sibling}/secret.txt; cat /etc/shadow; echo x > {cache}/obj.o; "
+                              "echo y > model.py; echo z > kernels/ok.cu; pwd; id -u"], workspace, 60)
+    assert secret not in done.stdout + done.stderr
+    assert (cache / "obj.o").read_text() == "x\n"
+    assert (workspace / "kernels/ok.cu").read_text() == "z\n"
+    assert (workspace / "model.py").read_text().startswith("import torch")
+    assert done.stdout.split()[-2:] == [str(workspace.resolve()), "65534"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        run(["sleep", "30"], workspace, 1)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_build_with_sandboxed_nvcc(workspace: Path, sibling: Path, tmp_path: Path) -> None:
+    from cuda_agent.build import build_workspace
+
+    cache = tmp_path / "cache"
+    run = sandboxed_runner(workspace, extra_rw=[cache])
+    (workspace / "kernels/scale.cu").write_text(KERNEL)
+    good = build_workspace(workspace, arch="sm_90", cache_dir=cache, runner=run)
+    assert good.ok, good.diagnostics
+    assert good.library is not None and good.library.exists()
+
+    secret = (sibling / "secret.txt").read_text().strip()
+    (workspace / "kernels/scale.cu").write_text(f'#include "{sibling}/secret.txt"\n#include "/etc/shadow"\n')
+    bad = build_workspace(workspace, arch="sm_90", cache_dir=cache, runner=run)
+    assert not bad.ok
+    assert secret not in bad.diagnostics + bad.log
+    assert "No such file" in bad.diagnostics + bad.log
