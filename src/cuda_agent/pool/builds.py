@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.errors import PoolError
+from cuda_agent.pool.job import workspace_root
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class BuildPool:
         Raises `PoolError` after `close()`."""
         if self._closed:
             raise PoolError("the build pool is closed; create a new pool")
-        root = Path(getattr(workspace, "root", workspace))
+        root = workspace_root(workspace)
         return self._executor.submit(self._build, root)
 
     def close(self, wait: bool = True) -> None:

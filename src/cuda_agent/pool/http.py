@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from cuda_agent.errors import ConfigError, CudaAgentError, PoolError, TaskError, WorkspaceError
 from cuda_agent.pool.base import PoolStats, eval_result_types
-from cuda_agent.pool.job import EvalJob, SolutionSnapshot
+from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.service import EvaluationService
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class PoolClient:
         """Build a workspace's agent files on the server (compiler diagnostics come back; the library stays there)."""
         from cuda_agent.workspace import Workspace
 
-        ws = Workspace.open(Path(getattr(workspace, "root", workspace)))
+        ws = Workspace.open(workspace_root(workspace))
         body = {"task": ws.task.to_dict(), "solution": SolutionSnapshot.from_files(ws.solution_files()).to_dict()}
         return self._builds.submit(self._build, body)
 

@@ -25,6 +25,13 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
+def workspace_root(workspace: "str | Path | Any") -> Path:
+    """The folder of a workspace given as a path or a `Workspace`."""
+    if isinstance(workspace, (str, Path)):
+        return Path(workspace)
+    return Path(workspace.root)
+
+
 @dataclass(frozen=True)
 class SolutionSnapshot:
     """The solution's files, copied at submit time.
