@@ -42,7 +42,7 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory, task: Task, model_new_
     from cuda_agent.build import build_workspace
     from cuda_agent.workspace import create_workspace
 
-    cache = tmp_path_factory.mktemp("build-cache")
+    cache = tmp_path_factory.mktemp("cache") / "build"  # the layout $CUDA_AGENT_CACHE/build the builder uses
     for name in ("scaled_silu_slow.cu", "scaled_silu_fast.cu"):
         source = (example_dir() / name).read_text()
         ws = create_workspace(task, tmp_path_factory.mktemp("prime") / "ws",
