@@ -208,7 +208,10 @@ class LocalBackend:
     """Build with `cuda_agent.build.build_workspace`, evaluate with `cuda_agent.evaluator.evaluate`, on this machine.
 
     ``verify``: ``gpu`` evaluates on CUDA; ``skip`` reports "no GPU: verification skipped"; ``auto`` chooses.
-    ``eval_config``: an `EvalConfig` for the evaluator (its defaults when None).
+    ``eval_config``: an `EvalConfig` for the evaluator (its defaults when None); the backend's build cache and
+    architecture are passed on so the evaluator reuses the agent's builds. ``warm``: keep one warm evaluation
+    worker (a fork server with torch imported) for the backend's life, so each evaluation starts in milliseconds;
+    `close` stops it.
     """
 
     def __init__(
@@ -219,12 +222,15 @@ class LocalBackend:
         arch: str | None = None,
         cache_dir: Path | None = None,
         jobs: int | None = None,
+        warm: bool = True,
     ) -> None:
         self.verify_mode = resolve_verify_mode(verify)
         self.eval_config = eval_config
         self.arch = arch
         self.cache_dir = cache_dir
         self.jobs = jobs
+        self.warm = warm
+        self._worker: Any | None = None
 
     def build(self, workspace: Path) -> BuildSummary:
         from cuda_agent.build import build_workspace
@@ -243,7 +249,30 @@ class LocalBackend:
             return Evaluation.skipped_result(kind)
         from cuda_agent.evaluator import evaluate
 
-        return Evaluation.from_result(evaluate(task, workspace, eval_config_for(kind, self.eval_config)), kind)
+        config = eval_config_for(kind, self.eval_config)
+        overrides: dict[str, Any] = {}
+        if self.cache_dir is not None and getattr(config, "build_cache_dir", "") is None:
+            overrides["build_cache_dir"] = str(self.cache_dir)
+        if self.arch is not None and getattr(config, "arch", "") is None:
+            overrides["arch"] = self.arch
+        if overrides:
+            config = dataclasses.replace(config, **overrides)
+        return Evaluation.from_result(evaluate(task, workspace, config, worker=self._warm_worker()), kind)
+
+    def _warm_worker(self) -> Any | None:
+        if not self.warm:
+            return None
+        if self._worker is None:
+            from cuda_agent.evaluator import WarmWorker
+
+            self._worker = WarmWorker()
+            self._worker.start()
+        return self._worker
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
 
 class PoolBackend:

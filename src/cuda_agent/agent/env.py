@@ -55,6 +55,7 @@ class AgentEnv:
 
     def __init__(self, config: EnvConfig | None = None, backend: EvalBackend | None = None) -> None:
         self.config = config or EnvConfig()
+        self._owns_backend = backend is None
         self.backend: EvalBackend = backend or LocalBackend(verify=self.config.verify)
         self.registry = ToolRegistry()
         self.task: Task | None = None
@@ -88,7 +89,7 @@ class AgentEnv:
         new one is made under ``config.workspace_root`` or a temporary folder. ``state`` restores a resumed episode's
         counters. Raises `WorkspaceError` if the workspace cannot be made, `SandboxError` if bash cannot be set up.
         """
-        self.close()
+        self._end_episode()
         self._clear()
         self.task = task
         self.workspace, self._owns_workspace = self._make_workspace(task, workspace)
@@ -137,7 +138,13 @@ class AgentEnv:
             return observation, reward, terminated, truncated, info
 
     def close(self) -> None:
-        """Stop the sandbox and delete a workspace this environment created in a temporary folder."""
+        """Stop the sandbox and delete a workspace this environment created in a temporary folder. A backend the
+        environment made itself is closed too (one passed in belongs to the caller)."""
+        self._end_episode()
+        if self._owns_backend and hasattr(self.backend, "close"):
+            self.backend.close()  # type: ignore[attr-defined]
+
+    def _end_episode(self) -> None:
         if self._runner is not None:
             try:
                 self._runner.close()

@@ -180,7 +180,8 @@ def register(app: typer.Typer) -> None:
             from cuda_agent.evaluator import EvalConfig
 
             eval_config = EvalConfig(mode=eval_mode)
-        env = AgentEnv(env_config, LocalBackend(verify=verify_mode, eval_config=eval_config))
+        backend = LocalBackend(verify=verify_mode, eval_config=eval_config)
+        env = AgentEnv(env_config, backend)
         progress = _Progress(env_config.max_turns)
         console.print(f"task [bold]{task.id}[/bold]; policy {policy}; output {out_dir}")
         try:
@@ -196,6 +197,7 @@ def register(app: typer.Typer) -> None:
             raise _fail(str(exc), 1)
         finally:
             env.close()
+            backend.close()
         paths = write_outputs(result, out_dir)
         console.print(f"ended: {result.reason} after {result.turns} turns; reward {result.reward:g}"
                       + ("" if result.reward_available else " (not available: no GPU)"))
