@@ -22,6 +22,6 @@ def test_scripted_episode_keeps_the_faster_kernel(task, build_cache: Path, sandb
     assert stages == [("verify", "correct"), ("profile", "timed"), ("profile", "timed"), ("profile", "timed")], stages
     slow, fast = result.evaluations[1]["speedup_vs_compile"], result.evaluations[2]["speedup_vs_compile"]
     assert fast > slow
-    assert result.best is not None and result.best.turn == 9
+    assert result.best is not None and result.best.turn in (9, 10)  # the submit re-profiles the same files
     assert result.best.files["kernels/scaled_silu.cu"] == (example_dir() / "scaled_silu_fast.cu").read_text()
     assert result.reward >= 1 and result.reward_available
