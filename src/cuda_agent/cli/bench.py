@@ -2,7 +2,6 @@
 baselines, and write reports. The logic lives in `cuda_agent.bench`; this module parses flags and shows progress."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -152,7 +151,8 @@ def register(app: typer.Typer) -> None:
         ids: Optional[str] = typer.Option(None, help="Comma-separated task ids or patterns."),
         only_solved: bool = typer.Option(False, help="Score only tasks that have a solution (default: every "
                                          "selected task; those without one count as failures)."),
-        run_id: Optional[str] = typer.Option(None, help="Run id in the store (same id = resume)."),
+        run_id: Optional[str] = typer.Option(None, help="Run id in the store (default: from the solutions folder; "
+                                             "the same id resumes; give a new one after changing solutions)."),
         store: Optional[str] = typer.Option(None, help="Store URL (default: ~/.cache/cuda-agent/store.db)."),
         gpus: Optional[str] = typer.Option(None, help="GPU ids for the pool (default: all)."),
         standin: bool = typer.Option(False, help="Use the stand-in evaluator (no GPU; exercises the pipeline)."),
@@ -184,7 +184,7 @@ def register(app: typer.Typer) -> None:
                                last=f"{getattr(result, 'task_id', '')}: {getattr(result, 'stage', '')}")
 
                 run = run_offline(task_set, solutions, pool=pool, store=st,
-                                  run_id=run_id or f"offline:{solutions.resolve()}:{int(time.time())}", config=config,
+                                  run_id=run_id or f"offline:{solutions.resolve()}", config=config,
                                   name=name or "", progress=on_done)
         except CudaAgentError as exc:
             raise _fail(str(exc)) from exc
