@@ -119,6 +119,8 @@ def test_protected_files_cannot_be_changed(workspace: Path) -> None:
     assert not (workspace / "include/extra.h").exists()
     assert not (workspace / "b.py").exists()
     assert "protected_file" in from_kinds(r)
+    restored = [v for v in r.violations if v.kind == "protected_file" and v.evidence == "effect"]
+    assert restored == [], "a protected file was changed (and restored from the copy): the read-only bind failed"
 
 
 def test_changed_protected_file_is_detected_and_restored(workspace: Path) -> None:

@@ -172,3 +172,23 @@ def test_missing_bwrap_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SandboxError, match="apt-get install -y bubblewrap"):
         _probe.bwrap_path()
     assert os.path.exists  # the real function is restored by monkeypatch
+
+
+def test_files_the_host_writes_stay_editable_inside(workspace: Path) -> None:
+    with Sandbox(workspace) as sb:
+        (workspace / "kernels" / "host_made.cu").write_text("// from an edit tool on the host\n")
+        r = sb.exec("echo '// appended inside' >> kernels/host_made.cu && cat kernels/host_made.cu")
+    assert r.returncode == 0, r.stderr
+    assert (workspace / "kernels/host_made.cu").read_text().endswith("// appended inside\n")
+
+
+def test_many_sandboxes_share_one_inotify_instance(workspace: Path) -> None:
+    boxes = [Sandbox(workspace) for _ in range(3)]
+    try:
+        results = [b.exec("cat /etc/shadow >/dev/null") for b in boxes[:2]]
+        quiet = boxes[2].exec("true")
+    finally:
+        for b in boxes:
+            b.close()
+    assert all(any(v.evidence == "effect" for v in r.violations) for r in results)
+    assert quiet.violations == ()

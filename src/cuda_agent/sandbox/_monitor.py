@@ -10,10 +10,12 @@ import ctypes.util
 import errno
 import fcntl
 import hashlib
+import itertools
 import logging
 import os
 import struct
 import tempfile
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -23,47 +25,98 @@ IN_OPEN = 0x020
 _EVENT = struct.Struct("iIII")
 
 
+class _Inotify:
+    """One inotify instance for the whole process (the kernel allows a user only ~128 instances, and a host runs
+    many sandboxes); events are sorted to their owners by watch descriptor."""
+
+    _instance: "_Inotify | None" = None
+    _guard = threading.Lock()
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.lock = threading.Lock()
+        self.owner: dict[int, tuple[int, str]] = {}
+        self.pending: dict[int, list[str]] = {}
+
+    @classmethod
+    def get(cls) -> "_Inotify":
+        with cls._guard:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def add(self, owner: int, path: Path, name: str) -> int:
+        with self.lock:
+            wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), IN_OPEN | IN_ACCESS)
+            if wd < 0:
+                raise OSError(ctypes.get_errno(), f"inotify_add_watch failed for {path}")
+            self.owner[wd] = (owner, name)
+            return wd
+
+    def remove(self, wds: list[int]) -> None:
+        with self.lock:
+            for wd in wds:
+                self.libc.inotify_rm_watch(self.fd, wd)
+                self.owner.pop(wd, None)
+
+    def take(self, owner: int) -> list[str]:
+        with self.lock:
+            while True:
+                try:
+                    data = os.read(self.fd, 65536)
+                except BlockingIOError:
+                    break
+                offset = 0
+                while offset + _EVENT.size <= len(data):
+                    wd, _mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                    offset += _EVENT.size + length
+                    if wd in self.owner:
+                        who, name = self.owner[wd]
+                        self.pending.setdefault(who, []).append(name)
+            return self.pending.pop(owner, [])
+
+
 class CanaryWatch:
     """inotify watches on decoy files and folders shown inside the sandbox at sensitive paths (/etc/shadow ...).
 
     fsnotify marks belong to the inode, so an open through the sandbox's bind mount is seen here. Opens made
-    with O_PATH (bubblewrap's own mount setup) do not count.
+    with O_PATH (bubblewrap's own mount setup) do not count. Where inotify is unavailable the decoys stay but
+    are not watched (logged).
     """
 
+    _ids = itertools.count(1)
+
     def __init__(self) -> None:
-        self._libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self._fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        self._names: dict[int, str] = {}
+        self._id = next(self._ids)
+        self._wds: list[int] = []
+        try:
+            self._inotify: _Inotify | None = _Inotify.get()
+        except OSError as exc:
+            log.warning("inotify unavailable (%s): decoy files will not be watched", exc)
+            self._inotify = None
 
     def watch(self, host_path: Path, inside: str) -> None:
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(host_path), IN_OPEN | IN_ACCESS)
-        if wd < 0:
-            raise OSError(ctypes.get_errno(), f"inotify_add_watch failed for {host_path}")
-        self._names[wd] = inside
+        if self._inotify is None:
+            return
+        try:
+            self._wds.append(self._inotify.add(self._id, host_path, inside))
+        except OSError as exc:
+            log.warning("cannot watch decoy %s: %s", inside, exc)
 
     def opened(self) -> list[str]:
         """Inside paths opened since the last call, each once."""
-        seen: list[str] = []
-        while True:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                break
-            offset = 0
-            while offset + _EVENT.size <= len(data):
-                wd, _mask, _cookie, length = _EVENT.unpack_from(data, offset)
-                offset += _EVENT.size + length
-                name = self._names.get(wd)
-                if name and name not in seen:
-                    seen.append(name)
-        return seen
+        if self._inotify is None:
+            return []
+        return list(dict.fromkeys(self._inotify.take(self._id)))
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._inotify is not None and self._wds:
+            self._inotify.remove(self._wds)
+            self._inotify.take(self._id)
+            self._wds = []
 
 
 def no_route_packets(report: str) -> int:

@@ -243,6 +243,8 @@ class Sandbox:
         argv += ["/bin/bash", "-c", wrapper_script(self.limits, report_w), "sandbox", text, inside_cwd]
         start_usage = self._usage
         quota = self.limits.disk_quota_bytes
+        if self.identity == "setuid":
+            self._give_agent_files()
 
         def over_quota() -> str:
             if quota is None:
@@ -261,6 +263,23 @@ class Sandbox:
                 os.close(fd)
             self._pass_fds.clear()
         return self._finish(text, raw, start_usage)
+
+    def _give_agent_files(self) -> None:
+        """Files the host made since the last command (an edit tool, a build) become the sandbox user's, so the
+        agent can change them from bash too. Protected paths stay the host's."""
+        skip = {self.workspace / p.rstrip("/") for p in self.protected}
+        for dirpath, dirnames, filenames in os.walk(self.workspace):
+            here = Path(dirpath)
+            dirnames[:] = [d for d in dirnames if here / d not in skip]
+            for name in [*dirnames, *filenames]:
+                path = here / name
+                if path in skip:
+                    continue
+                try:
+                    if os.lstat(path).st_uid != self.uid:
+                        os.chown(path, self.uid, self.uid, follow_symlinks=False)
+                except OSError:
+                    continue
 
     def _seccomp_args(self) -> list[str]:
         if self._seccomp_path is None:
