@@ -1,0 +1,66 @@
+"""The evaluator's case catalogue (imported by its tests; not a test module).
+
+Cases live in tests/evaluator/cases/: ``cpu/*.py`` are single-file relaxed/strict candidates for the small tasks
+in ``tasks/`` (first line: ``# task: NAME  mode: MODE  expect: RULE|correct``); ``gpu/<name>/`` are workspaces
+(model_new.py + kernels/*.cu) with a ``CASE`` file holding the same header and a KernelBench id or a task name.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.tasks import Task, load_task_file
+from cuda_agent.testing import kernelbench_root
+
+CASES = Path(__file__).parent / "cases"
+_HEADER = re.compile(r"(\w+): (\S+)")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    solution: Path
+    task: str
+    mode: str
+    expect: str
+
+    def load_task(self) -> Task:
+        return resolve_task(self.task)
+
+
+def resolve_task(spec: str) -> Task:
+    """A task file under cases/tasks (by name) or a KernelBench id like L1/19_ReLU (skips when data is absent)."""
+    local = CASES / "tasks" / f"{spec}.py"
+    if local.is_file():
+        return load_task_file(local)
+    match = re.fullmatch(r"L(\d)/(.+)", spec)
+    root = kernelbench_root()
+    if match is None or root is None:
+        pytest.skip(f"task {spec} needs the KernelBench data")
+    path = root / f"level{match.group(1)}" / f"{match.group(2)}.py"
+    return load_task_file(path, source="kernelbench", level=int(match.group(1)), validate=False)
+
+
+def _header(text: str) -> dict[str, str]:
+    return dict(_HEADER.findall(text.splitlines()[0]))
+
+
+def cpu_cases() -> list[Case]:
+    out = []
+    for path in sorted((CASES / "cpu").glob("*.py")):
+        head = _header(path.read_text())
+        out.append(Case(path.stem, path, head["task"], head["mode"], head["expect"]))
+    return out
+
+
+def gpu_cases() -> list[Case]:
+    out = []
+    for folder in sorted(p for p in (CASES / "gpu").iterdir() if p.is_dir()):
+        head = _header((folder / "CASE").read_text())
+        out.append(Case(folder.name, folder, head["task"], head["mode"], head["expect"]))
+    return out
+
+
