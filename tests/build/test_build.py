@@ -146,7 +146,7 @@ def test_duplicate_export_names_are_refused(tmp_path, cache):
 
 
 def test_concurrent_builds_of_different_workspaces_do_not_interfere(tmp_path, cache):
-    variants = {i: RELU.replace("0.f ? x[i] : 0.f", f"0.f ? x[i] : {i}.0f") for i in range(2)}
+    variants = {i: RELU.replace("0.f ? x[i] : 0.f", f"0.f ? x[i] : {i + 7}.0f") for i in range(2)}
     spaces = [make_workspace(tmp_path / f"c{i}", **{"kernels/relu.cu": variants[i]}) for i in range(2)]
     results = {}
 
