@@ -64,53 +64,14 @@ def test_put_get_round_trip_and_misses(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "b").iterdir() if p.suffix == ".tmp"] == []
 
 
-_WRITER = textwrap.dedent(
-    """
-    import sys
-    from cuda_agent.evaluator.baselines import BaselineCache, BaselineTimes
-    from cuda_agent.evaluator.timing import TimingStats
-    cache = BaselineCache(sys.argv[1])
-    base = float(sys.argv[2])
-    for i in range(60):
-        samples = [base + i * 1e-3 + j * 1e-6 for j in range(400)]  # big enough that a torn write would show
-        stats = TimingStats.from_samples(samples)
-        cache.put("shared", BaselineTimes(stats, stats, "shared"))
-    """
-)
-
-
-def _spawn(code: str, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.Popen([sys.executable, "-c", code, *args], env=env)
-
-
-@pytest.mark.slow
-def test_concurrent_writers_never_expose_a_partial_file(tmp_path: Path) -> None:
-    cache = BaselineCache(tmp_path)
-    procs = [_spawn(_WRITER, str(tmp_path), "1.0"), _spawn(_WRITER, str(tmp_path), "5.0")]
-    reads = 0
-    while any(p.poll() is None for p in procs):
-        path = tmp_path / "shared.json"
-        if path.exists():
-            json.loads(path.read_text())  # a torn file would raise here
-            got = cache.get("shared")
-            assert got is not None and got.eager.median_ms > 0
-            reads += 1
-    assert all(p.returncode == 0 for p in procs)
-    assert reads > 0
-    final = cache.get("shared")
-    assert final is not None and final.eager.n == 400
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["shared.json"]
-    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
-
-
-_MEASURER = textwrap.dedent(
+_WORKER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
     from cuda_agent.evaluator.baselines import BaselineCache, BaselineTimes
     from cuda_agent.evaluator.timing import TimingStats
-    cache_dir, counter = sys.argv[1], Path(sys.argv[2])
+    cache = BaselineCache(sys.argv[1])
+    counter, base = Path(sys.argv[2]), float(sys.argv[3])
 
     def measure():
         with counter.open("a") as fh:
@@ -119,26 +80,46 @@ _MEASURER = textwrap.dedent(
         s = TimingStats.from_samples([1.0, 1.1, 0.9])
         return BaselineTimes(s, s, "")
 
-    times, hit = BaselineCache(cache_dir).get_or_measure("task-1", measure)
+    times, hit = cache.get_or_measure("task-1", measure)
     assert times.key == "task-1"
+    for i in range(60):
+        samples = [base + i * 1e-3 + j * 1e-6 for j in range(400)]  # big enough that a torn write would show
+        stats = TimingStats.from_samples(samples)
+        cache.put("shared", BaselineTimes(stats, stats, "shared"))
     print("hit" if hit else "miss")
     """
 )
 
 
 @pytest.mark.slow
-def test_two_processes_measure_a_key_once(tmp_path: Path) -> None:
-    counter = tmp_path / "count.txt"
+def test_two_processes_measure_once_and_never_expose_a_partial_file(tmp_path: Path) -> None:
+    """Two processes race for the same key (one measures, the other waits and hits) and then overwrite one record
+    many times while this process reads it: every read is a whole record, no temporary file is left behind."""
+    cache_dir, counter = tmp_path / "c", tmp_path / "count.txt"
     env = {**os.environ, "PYTHONPATH": SRC}
     procs = [
-        subprocess.Popen([sys.executable, "-c", _MEASURER, str(tmp_path / "c"), str(counter)], env=env,
+        subprocess.Popen([sys.executable, "-c", _WORKER, str(cache_dir), str(counter), base], env=env,
                          stdout=subprocess.PIPE, text=True)
-        for _ in range(2)
+        for base in ("1.0", "5.0")
     ]
+    cache = BaselineCache(cache_dir)
+    reads = 0
+    while any(p.poll() is None for p in procs):
+        path = cache_dir / "shared.json"
+        if path.exists():
+            json.loads(path.read_text())  # a torn file would raise here
+            got = cache.get("shared")
+            assert got is not None and got.eager.median_ms > 0
+            reads += 1
     outs = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
     assert all(p.returncode == 0 for p in procs)
     assert counter.read_text().splitlines() == ["measured"]
     assert outs == ["hit", "miss"]
+    assert reads > 0
+    final = cache.get("shared")
+    assert final is not None and final.eager.n == 400
+    assert sorted(p.name for p in cache_dir.iterdir() if not p.name.startswith(".")) == ["shared.json", "task-1.json"]
+    assert [p.name for p in cache_dir.iterdir() if p.suffix == ".tmp"] == []
 
 
 def test_measure_baselines_times_eager_and_compiled(tmp_path: Path) -> None:
