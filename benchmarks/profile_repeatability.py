@@ -82,8 +82,6 @@ def _one_task(short: str, path: Any, cache: BaselineCache, repeats: int, spec: A
         speedups.append(e.median_ms / c.median_ms)
     with torch.no_grad():
         sol = estimate(model, sets[0], None, spec)
-    del compiled, sets
-    torch.cuda.empty_cache()
     cv = statistics.stdev(speedups) / statistics.mean(speedups)
     return {
         f"speedup_cv_{short}": cv,
@@ -128,6 +126,8 @@ def main() -> None:
             t0 = time.perf_counter()
             metrics.update(_one_task(short, root / "level1" / name, cache, args.repeats, spec))
             done.append(short)
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()
             print(f"{short:8s} speedup {metrics[f'speedup_{short}']:.3f} cv {metrics[f'speedup_cv_{short}']:.4f} "
                   f"miss {metrics[f'cache_miss_s_{short}']:.1f}s hit {1e3 * metrics[f'cache_hit_s_{short}']:.2f}ms "
                   f"sol eager {metrics[f'sol_fraction_eager_{short}']:.2f} ({time.perf_counter() - t0:.0f}s)")

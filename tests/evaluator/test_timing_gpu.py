@@ -57,7 +57,7 @@ def test_work_hidden_on_a_side_stream_is_counted(mats: tuple[torch.Tensor, torch
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(8):
-                y = a @ b
+                a @ b
         return x + 1
 
     x = torch.zeros(4, device="cuda")

@@ -20,6 +20,7 @@ event time by more than noise, the device-wide times are reported instead (``clo
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import math
 import random
@@ -97,10 +98,8 @@ def _resolve(dotted: str) -> Any:
 
 
 def _snapshot(names: Iterable[str]) -> dict[str, Any]:
-    if "torch.profiler" not in sys.modules:
-        import torch.profiler  # noqa: F401  (so that its `profile` is captured now)
-    if "torch.testing" not in sys.modules:
-        import torch.testing  # noqa: F401
+    for module in ("torch.profiler", "torch.testing"):  # so that their functions are captured now
+        importlib.import_module(module)
     return {name: _resolve(name) for name in names}
 
 
