@@ -192,3 +192,33 @@ def test_many_sandboxes_share_one_inotify_instance(workspace: Path) -> None:
             b.close()
     assert all(any(v.evidence == "effect" for v in r.violations) for r in results)
     assert quiet.violations == ()
+
+
+def test_concurrent_sandboxes_stay_apart(workspace: Path, tmp_path: Path) -> None:
+    import shutil
+    import threading
+
+    spaces = [workspace] + [shutil.copytree(workspace, tmp_path / f"episode-{i}") for i in range(2, 5)]
+    boxes = [Sandbox(ws) for ws in spaces]
+    results: dict[int, object] = {}
+
+    def work(i: int) -> None:
+        cmd = f"echo {i} > kernels/me.txt; ls /tmp; touch /tmp/mine-{i}; " + ("cat /etc/shadow" if i % 2 else "true")
+        results[i] = boxes[i].exec(cmd)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(boxes))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        uids = {b.uid for b in boxes}
+    finally:
+        for b in boxes:
+            b.close()
+    for i, ws in enumerate(spaces):
+        r = results[i]
+        assert (ws / "kernels/me.txt").read_text() == f"{i}\n"
+        assert "mine-" not in r.stdout
+        assert bool(r.violations) == bool(i % 2)
+    assert len(uids) == len(boxes) or boxes[0].identity == "userns"

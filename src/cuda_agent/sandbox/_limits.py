@@ -19,7 +19,8 @@ class SandboxLimits:
         timeout_s: wall time of one command; on expiry the whole process tree (its PID namespace) is killed.
         cpu_seconds: CPU time of each process (RLIMIT_CPU).
         memory_bytes: address space of each process (RLIMIT_AS); nvcc and ``import torch`` need several GiB.
-        max_processes: processes of the sandbox's user at once (RLIMIT_NPROC); stops fork bombs.
+        max_processes: processes and threads of the sandbox's user at once (RLIMIT_NPROC); stops fork bombs.
+            Threads count: leave room for torch's thread pools on many-core hosts.
         max_file_bytes: largest file a command may write (RLIMIT_FSIZE).
         disk_quota_bytes: total size of the workspace; a command that grows it past this is killed.
         tmp_bytes: size of the private /tmp (a tmpfs, so it is memory).

@@ -92,7 +92,6 @@ class Sandbox:
         self._own_broker: Broker | None = None
         self._lease: UidLease | None = None
         self._canaries = CanaryWatch()
-        self._pass_fds: list[int] = []
         try:
             self._setup(broker, extra_ro, extra_rw, sensitive_paths)
         except BaseException:
@@ -237,7 +236,9 @@ class Sandbox:
         limit = float(timeout if timeout is not None else self.limits.timeout_s)
         report_r, report_w = os.pipe()
         os.set_inheritable(report_w, True)
-        argv = [bwrap_path(), *namespace_args(self.identity), *self._seccomp_args(), *self._layout.args(), "--"]
+        pass_fds: list[int] = []
+        argv = [bwrap_path(), *namespace_args(self.identity), *self._seccomp_args(pass_fds), *self._layout.args(),
+                "--"]
         if self.identity == "setuid":
             argv += drop_privileges_prefix(self.uid)
         argv += ["/bin/bash", "-c", wrapper_script(self.limits, report_w), "sandbox", text, inside_cwd]
@@ -255,13 +256,12 @@ class Sandbox:
         stdin = input.encode() if isinstance(input, str) else input
         try:
             raw = run_bwrap(argv, report_w=report_w, report_r=report_r, limits=self.limits, timeout=limit,
-                            stdin_data=stdin, check=over_quota, extra_fds=tuple(self._pass_fds))
+                            stdin_data=stdin, check=over_quota, extra_fds=tuple(pass_fds))
         except OSError as exc:
             raise SandboxError(f"cannot start bubblewrap for {self.workspace}: {exc}") from exc
         finally:
-            for fd in self._pass_fds:
+            for fd in pass_fds:
                 os.close(fd)
-            self._pass_fds.clear()
         return self._finish(text, raw, start_usage)
 
     def _give_agent_files(self) -> None:
@@ -281,11 +281,11 @@ class Sandbox:
                 except OSError:
                     continue
 
-    def _seccomp_args(self) -> list[str]:
+    def _seccomp_args(self, pass_fds: list[int]) -> list[str]:
         if self._seccomp_path is None:
             return []
         fd = os.open(self._seccomp_path, os.O_RDONLY | os.O_CLOEXEC)
-        self._pass_fds.append(fd)
+        pass_fds.append(fd)
         return ["--seccomp", str(fd)]
 
     def _finish(self, command: str, raw, start_usage: int) -> ExecResult:
