@@ -20,7 +20,17 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from cuda_agent.build import diagnostics
-from cuda_agent.build.toolchain import cuda_home, cudnn_paths, detect_arch, gencode_flags, normalize_arch, nvcc_path, nvcc_version
+from cuda_agent.build.toolchain import (
+    cublas_flags,
+    cuda_home,
+    cudnn_paths,
+    detect_arch,
+    gencode_flags,
+    link_name,
+    normalize_arch,
+    nvcc_path,
+    nvcc_version,
+)
 from cuda_agent.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -124,6 +134,7 @@ def _compile_flags(arch: str, extra: Sequence[str], kernels_dir: Path) -> list[s
     cudnn = cudnn_paths()
     if cudnn:
         flags.append(f"-I{cudnn[0]}")
+    flags += cublas_flags()[0]
     return flags + list(extra)
 
 
@@ -131,12 +142,13 @@ def _libraries_for(sources: dict[str, bytes], headers: dict[str, bytes]) -> list
     text = b"\n".join([*sources.values(), *headers.values()])
     libs: list[str] = []
     if b"cublas" in text:
-        libs += ["-lcublas", "-lcublasLt"]
+        libs += cublas_flags()[1]
     if b"cudnn" in text:
         paths = cudnn_paths()
         if paths:
-            libs += [f"-L{paths[1]}", f"-Xlinker=-rpath,{paths[1]}"]
-        libs.append("-lcudnn")
+            libs += [f"-L{paths[1]}", f"-Xlinker=-rpath,{paths[1]}", link_name(paths[1], "cudnn")]
+        else:
+            libs.append("-lcudnn")
     return libs
 
 

@@ -75,20 +75,48 @@ def gencode_flags(arch: str) -> list[str]:
     return [f"-gencode=arch=compute_{arch},code=[sm_{arch},compute_{arch}]"]
 
 
+def _wheel_root(package: str) -> Path | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return None
+
+
+def link_name(lib_dir: Path, name: str) -> str:
+    """``-lname`` where an unversioned .so exists, else ``-l:libname.so.N`` (wheels ship only the versioned file)."""
+    if (lib_dir / f"lib{name}.so").exists():
+        return f"-l{name}"
+    versioned = sorted(lib_dir.glob(f"lib{name}.so.*"), key=lambda p: len(p.name))
+    return f"-l:{versioned[0].name}" if versioned else f"-l{name}"
+
+
+def cublas_flags() -> tuple[list[str], list[str]]:
+    """(compile flags, link flags) for cuBLAS: the toolkit's, or the one PyTorch's CUDA wheels bring."""
+    home = cuda_home()
+    if (home / "include" / "cublas_v2.h").exists():
+        lib = home / "lib64"
+        return [], [f"-L{lib}", link_name(lib, "cublas"), link_name(lib, "cublasLt")]
+    for package in ("nvidia.cu13", "nvidia.cublas", "nvidia.cu12"):
+        root = _wheel_root(package)
+        if root and (root / "include" / "cublas_v2.h").exists():
+            lib = root / "lib"
+            return [f"-I{root / 'include'}"], [f"-L{lib}", link_name(lib, "cublas"), link_name(lib, "cublasLt"),
+                                               f"-Xlinker=-rpath,{lib}"]
+    return [], ["-lcublas", "-lcublasLt"]
+
+
 def cudnn_paths() -> tuple[Path, Path] | None:
     """Include and library folders of cuDNN: the toolkit's, or the one PyTorch's wheels bring."""
     home = cuda_home()
     if (home / "include" / "cudnn.h").exists():
         return home / "include", home / "lib64"
-    try:
-        import importlib.util
-
-        for name in ("nvidia.cudnn", "nvidia.cu13"):
-            spec = importlib.util.find_spec(name)
-            if spec and spec.submodule_search_locations:
-                root = Path(list(spec.submodule_search_locations)[0])
-                if (root / "include" / "cudnn.h").exists():
-                    return root / "include", root / "lib"
-    except (ImportError, ValueError):
-        pass
+    for name in ("nvidia.cudnn", "nvidia.cu13"):
+        root = _wheel_root(name)
+        if root and (root / "include" / "cudnn.h").exists():
+            return root / "include", root / "lib"
     return None
