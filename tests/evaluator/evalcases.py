@@ -48,11 +48,16 @@ def _header(text: str) -> dict[str, str]:
     return dict(_HEADER.findall(text.splitlines()[0]))
 
 
-def cpu_cases() -> list[Case]:
+FAILURE_STAGES = ("crashed", "timeout", "out_of_memory", "runtime_error")
+
+
+def cpu_cases(failures: bool = False) -> list[Case]:
+    """The CPU cases: cheats and honest candidates, or (``failures``) candidates that crash, hang or raise."""
     out = []
     for path in sorted((CASES / "cpu").glob("*.py")):
         head = _header(path.read_text())
-        out.append(Case(path.stem, path, head["task"], head["mode"], head["expect"]))
+        if (head["expect"] in FAILURE_STAGES) == failures:
+            out.append(Case(path.stem, path, head["task"], head["mode"], head["expect"]))
     return out
 
 

@@ -1,0 +1,63 @@
+"""Isolation: a candidate that crashes, hangs, raises or runs out of memory ends in a result with a clear stage,
+through the warm fork server and through the plain spawn fallback; the caller survives."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+
+from evalcases import cpu_cases
+
+FAILURES = {c.name: c for c in cpu_cases(failures=True)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(FAILURES))
+def test_failure_becomes_result_in_warm_worker(name: str, warm_worker: WarmWorker) -> None:
+    case = FAILURES[name]
+    timeout = 8.0 if case.expect == "timeout" else 120.0
+    start = time.perf_counter()
+    result = evaluate(case.load_task(), case.solution, EvalConfig(mode=case.mode, profile=False, timeout_s=timeout),
+                      worker=warm_worker)
+    assert result.stage == case.expect, (result.stage, result.reason, result.log[-1500:])
+    assert not result.correct and result.reward == -1
+    assert result.reason
+    if case.expect == "timeout":
+        assert time.perf_counter() - start < timeout + 20
+    if case.expect == "crashed":
+        assert "SIGSEGV" in result.reason
+    assert warm_worker.alive  # the server outlives its children
+
+
+def _status(pid: str) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return dict(line.split(":\t", 1) for line in fh.read().splitlines() if ":\t" in line)
+    except OSError:
+        return {}
+
+
+@pytest.mark.slow
+def test_hang_is_killed_with_its_process_group(warm_worker: WarmWorker) -> None:
+    case = FAILURES["hang"]
+    result = evaluate(case.load_task(), case.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=6),
+                      worker=warm_worker)
+    assert result.stage == "timeout"
+    time.sleep(0.5)
+    server = str(warm_worker._proc.pid)  # type: ignore[union-attr]
+    children = [pid for pid in os.listdir("/proc") if pid.isdigit()
+                and _status(pid).get("PPid", "").strip() == server and not _status(pid).get("State", "").startswith("Z")]
+    assert not children  # the supervisor and its evaluation were killed as one process group
+
+
+@pytest.mark.slow
+def test_spawn_fallback_reports_crash_and_success() -> None:
+    crash = FAILURES["crash_abort"]
+    result = evaluate(crash.load_task(), crash.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=120))
+    assert result.stage == "crashed" and "SIGSEGV" in result.reason
+    honest = [c for c in cpu_cases() if c.name == "honest_tiny_mean"][0]
+    result = evaluate(honest.load_task(), honest.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=120))
+    assert result.stage == "correct" and result.correct
