@@ -128,7 +128,7 @@ def main() -> int:
                          f"output_dir={work}/rft", f"total_steps={steps}", "global_batch=1", "max_length=1024",
                          "actor_lr=1e-4"],
         "critic": common + tasks + [f"actor_path={work}/rft/actor", f"trajectories={work}/collect/trajectories",
-                            f"output_dir={work}/critic", f"total_steps={steps}", "global_batch=1", "max_length=1024",
+                            f"output_dir={work}/critic", f"total_steps={steps}", "global_batch=1", "only_kept=false", "max_length=1024",
                             "critic_lr=1e-4"],
         "ppo": common + tasks + stand_in + [f"actor_path={work}/rft/actor", f"output_dir={work}/ppo", f"total_steps={steps}",
                                     "global_batch=2", "rollout.n=2", "max_turns=2", "max_tokens_per_turn=24",

@@ -62,7 +62,7 @@ def _grpo_args(cfg: StageConfig, out: Path, **extra: Any) -> Any:
         epsilon_high=float(cfg.get("clip_ratio_high", 0.28)), loss_type="dapo", beta=0.0,
         temperature=float(cfg.get("rollout.temperature", 1.0)), logging_steps=1, save_strategy="no",
         report_to=[], use_cpu=bool(cfg.get("use_cpu", True)), seed=int(cfg.get("seed", 0)),
-        max_completion_length=int(cfg.require("max_response_tokens")), **extra)
+        max_completion_length=int(cfg.require("max_response_tokens")), gradient_checkpointing=False, **extra)
 
 
 def _warmup(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
@@ -185,7 +185,7 @@ def _collect(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, s
 
         scripts = json.loads(Path(scripted).read_text())
         server = ScriptedGenerationServer([s["turns"] for s in scripts], tokenizer)
-        big = RolloutLimits(max_turns=limits.max_turns, response_length=10**9, max_tokens_per_turn=10**9)
+        big = RolloutLimits(max_turns=150, response_length=10**9, max_tokens_per_turn=10**9)
         by_id = {t.id: t for t in tasks}
         for i, script in enumerate(scripts):
             env = make_env(settings)

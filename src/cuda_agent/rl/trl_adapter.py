@@ -1,6 +1,7 @@
 """The TRL environment adapter: a ``rollout_func`` for ``GRPOTrainer`` that plays whole agent episodes.
 
-TRL calls ``rollout(prompts, trainer)`` with the prompts of this process (each prompt names a task by id) and
+TRL calls ``rollout(prompts, trainer)`` with the prompts of this process (each prompt names a task by id; its
+sampler has already repeated each prompt ``num_generations`` times, so one episode is played per entry) and
 expects, per completion, ``prompt_ids``, ``completion_ids`` and ``logprobs``; extra keys go to the reward
 functions, and ``env_mask`` (1 for model tokens, 0 for environment tokens) masks the loss. Each completion is one
 episode: a fresh `AgentEnv` (closed in a ``finally``), the trainer's current model as the policy, and the final
@@ -45,33 +46,31 @@ class EnvRollout:
         model = getattr(trainer, "model_wrapped", None) or trainer.model
         model = getattr(model, "module", model)
         generator = HFGenerator(model, self.tokenizer, temperature=self.temperature)
-        n = int(getattr(trainer, "num_generations", 1))
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
                                      "env_reward": []}
         for prompt in prompts:
             task_id = _task_id(prompt)
             if task_id not in self.tasks:
                 raise KeyError(f"rollout: prompt names task {task_id!r}, which is not in this run's task list")
-            for _ in range(n):
-                env = make_env(self.settings)
-                try:
-                    if self.log_dir is not None:
-                        self.log_dir.mkdir(parents=True, exist_ok=True)
-                        path = self.log_dir / f"episode-{self.episodes:05d}.jsonl"
-                        episode = collect_episode(env, self.tasks[task_id], generator, self.tokenizer, self.limits, path)
-                    else:
-                        from cuda_agent.rl.rollout import run_token_episode
+            env = make_env(self.settings)
+            try:
+                if self.log_dir is not None:
+                    self.log_dir.mkdir(parents=True, exist_ok=True)
+                    path = self.log_dir / f"episode-{self.episodes:05d}.jsonl"
+                    episode = collect_episode(env, self.tasks[task_id], generator, self.tokenizer, self.limits, path)
+                else:
+                    from cuda_agent.rl.rollout import run_token_episode
 
-                        episode = asyncio.run(run_token_episode(env, self.tasks[task_id], generator, self.tokenizer,
-                                                                limits=self.limits))
-                finally:
-                    env.close()
-                self.episodes += 1
-                out["prompt_ids"].append(episode.prompt_ids)
-                out["completion_ids"].append(episode.response_ids)
-                out["logprobs"].append(episode.response_logprobs or [0.0] * len(episode.response_ids))
-                out["env_mask"].append(episode.response_mask)
-                out["env_reward"].append(float(episode.reward))
+                    episode = asyncio.run(run_token_episode(env, self.tasks[task_id], generator, self.tokenizer,
+                                                            limits=self.limits))
+            finally:
+                env.close()
+            self.episodes += 1
+            out["prompt_ids"].append(episode.prompt_ids)
+            out["completion_ids"].append(episode.response_ids)
+            out["logprobs"].append(episode.response_logprobs or [0.0] * len(episode.response_ids))
+            out["env_mask"].append(episode.response_mask)
+            out["env_reward"].append(float(episode.reward))
         return out
 
 
