@@ -188,7 +188,7 @@ class _Instance:
         import torch
 
         with torch.no_grad():
-            out = (model or self.model)(*inputs)
+            out = (self.model if model is None else model)(*inputs)
         return _tensors(out)
 
 
