@@ -118,10 +118,10 @@ def test_before_check_refill_catches_a_result_cache() -> None:
 
 def test_time_cap_bounds_slow_functions() -> None:
     start = _clock()
-    stats = time_forward(lambda x: _spin(40.0), _sets(), warmup=5, reps=50, config=TimingConfig(time_cap_s=0.3))
+    stats = time_forward(lambda x: _spin(100.0), _sets(), warmup=5, reps=50, config=TimingConfig(time_cap_s=0.3))
     elapsed = _clock() - start
-    assert 3 <= stats.n < 50
-    assert elapsed < 1.5
+    assert 3 <= stats.n < 10
+    assert elapsed < 3.0  # uncapped: 55 calls of 100 ms
 
 
 def test_adaptive_stop_when_median_is_stable() -> None:
