@@ -65,8 +65,11 @@ def main() -> int:
         error: str | None = None
         started = time.time()
         try:
-            with tempfile.TemporaryDirectory(prefix="cuda-agent-job-") as tmp:
-                result = evaluator.evaluate(job, Path(tmp))
+            if getattr(evaluator, "needs_workdir", True):
+                with tempfile.TemporaryDirectory(prefix="cuda-agent-job-") as tmp:
+                    result = evaluator.evaluate(job, Path(tmp))
+            else:
+                result = evaluator.evaluate(job, Path(tempfile.gettempdir()))
         except Exception as exc:  # noqa: BLE001 - any evaluator failure is reported, never fatal to the pool
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"
         finished = time.time()

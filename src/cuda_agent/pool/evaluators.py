@@ -91,7 +91,7 @@ def _warm_worker() -> Any | None:
     """This worker process's evaluation fork server, started on first use; None when the evaluator has none."""
     if "worker" not in _WARM:
         try:
-            from cuda_agent.evaluator.isolation import WarmWorker
+            from cuda_agent.evaluator import WarmWorker
         except ImportError:
             _WARM["worker"] = None
         else:
@@ -131,13 +131,10 @@ class RealEvaluator:
 
         config = EvalConfig.from_dict(_apply_kind(job.config_dict(), job.kind))
         solution = job.solution.materialize(job.task, workdir)
-        warm = _warm_worker() if self.warm else None
-        if warm is not None:
-            payload = {"task": job.task.to_dict(), "solution": str(solution), "config": config.to_dict()}
-            return warm.run(payload, config.timeout_s).to_dict()
         from cuda_agent.evaluator import evaluate
 
-        return evaluate(job.task, solution, config).to_dict()
+        warm = _warm_worker() if self.warm else None
+        return evaluate(job.task, solution, config, worker=warm).to_dict()
 
     def health_check(self) -> str | None:
         probe = "import torch; x = torch.ones(1 << 20, device='cuda'); torch.cuda.synchronize(); print(float(x.sum()))"
@@ -176,6 +173,7 @@ class StandInEvaluator:
     log_path: str | None = None
     fault: str | None = None
     gpu: str = "stand-in"
+    needs_workdir = False
 
     def __post_init__(self) -> None:
         if self.fault is not None and self.fault not in FAULTS:

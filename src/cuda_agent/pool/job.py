@@ -32,6 +32,17 @@ def workspace_root(workspace: "str | Path | Any") -> Path:
     return Path(workspace.root)
 
 
+def _agent_files(root: Path) -> dict[str, bytes]:
+    """model_new.py and kernels/** of a bare solution folder (an agent's files without the workspace around them)."""
+    files = {"model_new.py": (root / "model_new.py").read_bytes()}
+    kernels = root / "kernels"
+    if kernels.is_dir():
+        for path in sorted(kernels.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path.relative_to(root).as_posix()] = path.read_bytes()
+    return files
+
+
 @dataclass(frozen=True)
 class SolutionSnapshot:
     """The solution's files, copied at submit time.
@@ -64,7 +75,8 @@ class SolutionSnapshot:
 
     @classmethod
     def from_path(cls, path: str | Path) -> "SolutionSnapshot":
-        """Snapshot a workspace folder (its agent files) or a single-file ``.py`` solution.
+        """Snapshot a workspace folder (its agent files), a bare solution folder (model_new.py and kernels/), or a
+        single-file ``.py`` solution.
 
         Raises `WorkspaceError` if the path is neither.
         """
@@ -76,8 +88,12 @@ class SolutionSnapshot:
         if path.is_dir():
             from cuda_agent.workspace import Workspace
 
-            return cls.from_files(Workspace.open(path).solution_files(), "workspace")
-        raise WorkspaceError(f"{path}: no such solution (give a workspace folder or a .py file)")
+            if (path / ".cuda_agent").is_dir():
+                return cls.from_files(Workspace.open(path).solution_files(), "workspace")
+            if (path / "model_new.py").is_file():
+                return cls.from_files(_agent_files(path), "workspace")
+        raise WorkspaceError(f"{path}: no such solution (give a workspace folder, a folder with model_new.py and "
+                             "kernels/, or a single-file .py)")
 
     def file_map(self) -> dict[str, bytes]:
         return dict(self.files)

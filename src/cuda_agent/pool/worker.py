@@ -10,12 +10,12 @@ import json
 import logging
 import os
 import pickle
-import queue
+import select
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -94,8 +94,8 @@ class WorkerProcess:
         self._health_check = health_check
         self._extra_env = dict(env or {})
         self._log_dir = log_dir
-        self._proc: subprocess.Popen[str] | None = None
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
         self._stderr_path: Path | None = None
         self.pid: int | None = None
 
@@ -124,15 +124,16 @@ class WorkerProcess:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cuda_agent.pool._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, text=True, env=env, start_new_session=True, bufsize=1,
+                stderr=stderr, env=env, start_new_session=True, bufsize=0,
             )
         finally:
             stderr.close()
         self.pid = self._proc.pid
-        self._lines = queue.Queue()
-        threading.Thread(target=self._pump, args=(self._proc, self._lines), daemon=True,
-                         name=f"worker-{self.pid}-stdout").start()
-        message = self._next_message(timeout_s)
+        self._buffer = b""
+        try:
+            message = self._next_message(timeout_s)
+        except TimeoutError:
+            message = None
         if message is None or message.get("op") != "ready":
             tail = self.stderr_tail()
             self.kill()
@@ -142,19 +143,26 @@ class WorkerProcess:
             self.kill()
             raise PoolError(f"GPU {self.gpu} failed its health check: {message.get('reason')}")
 
-    @staticmethod
-    def _pump(proc: subprocess.Popen[str], lines: "queue.Queue[str | None]") -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
     def _next_message(self, timeout_s: float | None) -> dict[str, Any] | None:
-        try:
-            line = self._lines.get(timeout=timeout_s)
-        except queue.Empty as exc:
-            raise TimeoutError from exc
-        return None if line is None else json.loads(line)
+        """The next protocol line from the worker; None at end of output; raises TimeoutError past the deadline.
+
+        Read here, in the owner's thread, with select: no reader thread, so no extra hand-off per job."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         if self._stderr_path is None:
@@ -179,8 +187,7 @@ class WorkerProcess:
             except OSError:
                 pass
         try:
-            self._proc.stdin.write(json.dumps({"op": "eval", "job": job.to_dict()}) + "\n")
-            self._proc.stdin.flush()
+            self._proc.stdin.write((json.dumps({"op": "eval", "job": job.to_dict()}) + "\n").encode())
         except (BrokenPipeError, OSError) as exc:
             self.kill()
             raise WorkerFailure("crashed", f"the worker for GPU {self.gpu} could not take the job ({exc})") from exc
@@ -221,8 +228,7 @@ class WorkerProcess:
         """Ask the worker to exit, kill it if it does not, and remove its log."""
         if self.alive and self._proc is not None and self._proc.stdin is not None:
             try:
-                self._proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
-                self._proc.stdin.flush()
+                self._proc.stdin.write(b'{"op": "stop"}\n')
                 self._proc.wait(timeout=timeout_s)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
