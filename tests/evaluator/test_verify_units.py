@@ -1,0 +1,158 @@
+"""Unit tests of the verification building blocks: config, result, trusted comparison, guard, static pass,
+input variants."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from cuda_agent.errors import ConfigError
+from cuda_agent.evaluator import EvalConfig, EvalResult, RuleViolation, reward
+from cuda_agent.evaluator.checks.guard import DispatchGuard, count_poison, padded_like
+from cuda_agent.evaluator.checks.static import scan_source
+from cuda_agent.evaluator.compare import compare_outputs, tensors_equal
+from cuda_agent.evaluator.reference import fresh_seeds, load_task_module, scaled, shape_variant
+from cuda_agent.evaluator.result import continuous, failure
+from cuda_agent.evaluator.timing import TimingStats
+
+from evalcases import CASES
+
+
+def tol(_: str) -> tuple[float, float]:
+    return (1e-2, 1e-2)
+
+
+def test_config_validates_and_round_trips() -> None:
+    with pytest.raises(ConfigError):
+        EvalConfig(n_trials=4)
+    with pytest.raises(ConfigError):
+        EvalConfig(mode="lenient")
+    with pytest.raises(ConfigError):
+        EvalConfig.from_dict({"bogus": 1})
+    cfg = EvalConfig(mode="relaxed", tolerance="tight", seed=3)
+    assert EvalConfig.from_dict(cfg.to_dict()) == cfg
+    assert cfg.tolerances("float32") == (1e-4, 1e-4)
+    assert EvalConfig().tolerances("float32") == (1e-2, 1e-2)
+    assert EvalConfig(atol=0.5).tolerances("float16")[0] == 0.5
+    assert EvalConfig().tolerances("int64") == (0.0, 0.0)
+
+
+def test_result_round_trip_and_reward() -> None:
+    stats = TimingStats.from_samples([1.0, 1.1, 0.9])
+    fast = TimingStats.from_samples([0.5, 0.5, 0.5])
+    r = EvalResult(task_id="t", stage="timed", correct=True, eager=stats, compile=stats, candidate=fast,
+                   speedup_eager=2.0, speedup_compile=2.0, rules_fired=())
+    back = EvalResult.from_json(r.to_json())
+    assert back == r
+    assert reward(r) == 3 and continuous(r) == pytest.approx(2.0)
+    slow = EvalResult(task_id="t", stage="timed", correct=True, speedup_eager=1.2, speedup_compile=0.9)
+    assert reward(slow) == 2
+    bad = failure("t", "rule_violation", "x", rules_fired=(RuleViolation("input_mutation", "set 0"),))
+    assert reward(bad) == -1 and EvalResult.from_dict(bad.to_dict()).rule_names == ("input_mutation",)
+    with pytest.raises(ValueError):
+        RuleViolation("not_a_rule")
+    with pytest.raises(ValueError):
+        EvalResult(task_id="t", stage="incorrect", correct=True)
+
+
+def test_compare_structure_dtype_nan_and_tolerance() -> None:
+    ref = torch.randn(4, 5)
+    assert compare_outputs(ref.clone(), ref, tol).ok
+    assert not compare_outputs(ref.double(), ref, tol).ok
+    assert not compare_outputs(ref.reshape(5, 4), ref, tol).ok
+    assert not compare_outputs((ref,), ref, tol).ok
+    nan = ref.clone()
+    nan[0, 0] = math.nan
+    result = compare_outputs(nan, ref, tol)
+    assert not result.ok and "NaN" in result.reason
+    near = ref + 1e-3
+    assert compare_outputs(near, ref, tol).ok
+    far = ref.clone()
+    far[1, 1] += 1.0
+    assert not compare_outputs(far, ref, tol).ok
+    both_nan = torch.tensor([math.nan, 1.0])
+    assert compare_outputs(both_nan.clone(), both_nan, tol).ok
+    assert not compare_outputs(torch.tensor([math.inf, 1.0]), both_nan, tol).ok
+
+
+def test_compare_flags_tiny_references() -> None:
+    ref = torch.randn(64) * 1e-4
+    report = compare_outputs(torch.zeros(64), ref, tol)
+    assert report.ok and report.leaves[0].reference_tiny and report.signal_rel_error > 0.5
+    honest = compare_outputs(ref * (1 + 1e-6), ref, tol)
+    assert honest.signal_rel_error < 1e-3
+
+
+def test_tensors_equal_is_bitwise() -> None:
+    a = torch.tensor([0.0, math.nan])
+    assert tensors_equal(a, a.clone())
+    assert not tensors_equal(torch.tensor([0.0]), torch.tensor([-0.0]))
+
+
+def test_guard_poisons_pads_and_polices() -> None:
+    guard = DispatchGuard(strict=True, fp32_task=True)
+    x = torch.randn(8)
+    with guard:
+        out = torch.empty(8)
+        view = out.view(2, 4)
+        y = torch.relu(x)
+        h = x.to(torch.float16)
+    assert count_poison(out) == 8 and view.shape == (2, 4)
+    assert "aten.relu" in guard.report.forbidden and "aten.empty" not in guard.report.forbidden
+    assert "aten._to_copy" in guard.report.half_ops
+    assert not guard.report.broken_canaries()
+    out.as_strided((9,), (1,))[8] = 1.0  # one element past the end
+    assert guard.report.broken_canaries()
+    del y, h
+
+
+def test_padded_input_copy_keeps_values_and_detects_writes() -> None:
+    x = torch.randn(3, 4)
+    view, record = padded_like(x, "input 0", poison=False)
+    assert tensors_equal(view, x) and view.data_ptr() != x.data_ptr() and record.canaries_intact()
+    view.as_strided((13,), (1,))[12] = 0.0
+    assert not record.canaries_intact()
+
+
+@pytest.mark.parametrize("source, rule", [
+    ("from model import Model\n", "torch_fallback"),
+    ("import gc\n", "forbidden_introspection"),
+    ("import threading\n", "background_thread"),
+    ("import cuda_agent.evaluator\n", "evaluator_access"),
+    ("exec('1')\n", "dynamic_code"),
+    ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", "backend_flags_changed"),
+    ("import torch\ntorch.cuda.synchronize = lambda: None\n", "patched_trusted_function"),
+    ("import torch\ns = torch.cuda.Stream()\n", "foreign_stream"),
+    ("class ModelNew:\n    def forward(self, x):\n        try:\n            return f(x)\n        except Exception:\n"
+     "            return x\n", "torch_fallback"),
+    ("import torch\nclass ModelNew:\n    def forward(self, x):\n        return torch.matmul(x, x)\n",
+     "torch_compute_in_forward"),
+    ("class ModelNew:\n    def forward(self, x):\n        return x.half()\n", "lowered_precision"),
+])
+def test_static_pass_names_the_rule(source: str, rule: str) -> None:
+    hits = scan_source(source, strict=True, fp32_task=True)
+    assert rule in {h.rule for h in hits}, hits
+
+
+def test_static_pass_accepts_an_honest_workspace_model() -> None:
+    source = ("import torch\nimport torch.nn as nn\nfrom binding import ops\n\nclass ModelNew(nn.Module):\n"
+              "    def forward(self, x):\n        out = torch.empty_like(x)\n        ops.relu(x.contiguous(), out)\n"
+              "        return out.view(x.shape)\n")
+    assert scan_source(source, strict=True, fp32_task=True) == []
+
+
+def test_fresh_seeds_differ_every_call() -> None:
+    assert fresh_seeds(5, None) != fresh_seeds(5, None)
+    assert len(set(fresh_seeds(5, None))) == 5
+    assert fresh_seeds(5, 1) == fresh_seeds(5, 1)
+
+
+def test_shape_variant_changes_only_input_sizes() -> None:
+    code = (CASES / "tasks" / "small_linear_relu.py").read_text()
+    module = load_task_module(code, "small")
+    variant = shape_variant(code, "small", module)
+    assert variant is not None and variant.name == "batch_size" and variant.new != 16
+    assert variant.module.get_init_inputs() == module.get_init_inputs()
+    assert variant.module.get_inputs()[0].shape[0] == variant.new
+    assert scaled([torch.ones(2), 3])[0].sum().item() == pytest.approx(20.0)
