@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.benchmarks_io import results_dir, write_result
+from cuda_agent.benchmarks_io import machine_description, results_dir, write_result
 from cuda_agent.pool import EvalJob, LocalPool, PoolClient, RealEvaluator, StandInEvaluator
 from cuda_agent.pool.capacity import GpuUtilSampler, busy_fraction, closed_loop, overlapping_jobs
 from cuda_agent.pool.http import make_server
@@ -201,8 +201,12 @@ def merge_and_write(metrics: dict[str, float], details: dict[str, Any], command:
     merged_metrics.update(metrics)
     merged_details.update(details)
     commands = dict(merged_details.get("commands", {}))
-    commands["gpu" if "evals_per_gpu_minute" in metrics else "cpu"] = command
+    mode = "gpu" if "evals_per_gpu_minute" in metrics else "cpu"
+    commands[mode] = command
     merged_details["commands"] = commands
+    machines = dict(merged_details.get("machines", {}))
+    machines[mode] = machine_description()
+    merged_details["machines"] = machines
     return write_result("pool", merged_metrics, command=command, extra=merged_details)
 
 

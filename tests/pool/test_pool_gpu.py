@@ -1,0 +1,66 @@
+"""LocalPool with the real evaluator on a GPU: a correct kernel is timed; an out-of-bounds kernel is reported and
+its worker replaced; the next job runs on a healthy worker."""
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.pool import EvalJob, LocalPool, RealEvaluator, detect_gpus
+from cuda_agent.tasks import Task
+
+pytestmark = pytest.mark.gpu
+
+RELU_CU = """#include "cuda_agent.h"
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+void relu(ca::Tensor x, ca::Tensor out) {
+  int64_t n = x.numel();
+  relu_kernel<<<(n + 255) / 256, 256, 0, ca::stream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+}
+CA_EXPORT(relu);
+"""
+OOB_CU = RELU_CU.replace("if (i < n) y[i]", "y[i + (1ll << 40)]")
+MODEL_NEW = """import torch
+import torch.nn as nn
+from binding import ops
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        ops.relu(x, out)
+        return out
+"""
+TASK = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(4096, 1024)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_real_evaluations_and_a_broken_kernel() -> None:
+    from cuda_agent.evaluator import EvalConfig
+
+    task = Task(id="gpu/relu", code=TASK, name="relu")
+    good = {"model_new.py": MODEL_NEW, "kernels/relu.cu": RELU_CU}
+    bad = {"model_new.py": MODEL_NEW, "kernels/relu.cu": OOB_CU}
+    config = EvalConfig(timeout_s=240)
+    with LocalPool(gpus=detect_gpus()[:1], evaluator=RealEvaluator()) as pool:
+        first = pool.submit(EvalJob.create(task, good, config)).result(timeout=600)
+        broken = pool.submit(EvalJob.create(task, bad, config)).result(timeout=600)
+        after = pool.submit(EvalJob.create(task, good, config, kind="verify")).result(timeout=600)
+        stats = pool.stats()
+    assert first.stage == "timed" and first.correct, first.summary()
+    assert first.speedup_eager is not None
+    assert not broken.correct and broken.stage in ("runtime_error", "crashed"), broken.summary()
+    assert after.stage == "correct" and after.correct, after.summary()
+    if "illegal memory access" in (broken.reason + broken.log).lower():
+        assert stats.replaced_workers >= 1
