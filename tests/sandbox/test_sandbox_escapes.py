@@ -189,3 +189,17 @@ def test_ordinary_mistakes_are_not_violations(workspace: Path) -> None:
 def test_privileged_operations_fail(workspace: Path, command: str) -> None:
     with Sandbox(workspace) as sb:
         assert sb.exec(command).returncode != 0
+
+
+def test_links_out_of_the_workspace_and_fifos_are_removed(workspace: Path) -> None:
+    with Sandbox(workspace) as sb:
+        r = sb.exec("ln -s /etc/shadow kernels/evil.cu; ln -s ../../../../../root kernels/up; mkfifo kernels/f.cu; "
+                    "ln -s /usr/local/cuda/include kernels/cuda_inc; ln -s model_new.py kernels/mine.py; "
+                    "ln -s ../model.py kernels/ref.py; ln -s /workspace/model.py abs.py; ln -s /tmp/x kernels/t")
+    kernels = workspace / "kernels"
+    assert not (kernels / "evil.cu").is_symlink() and not (kernels / "up").is_symlink()
+    assert not (kernels / "f.cu").exists()
+    assert (kernels / "cuda_inc").is_symlink() and (kernels / "mine.py").is_symlink()
+    assert (kernels / "ref.py").is_symlink()
+    removed = sorted(v.detail.split(":")[0] for v in r.violations if v.kind == "unsafe_file")
+    assert removed == ["abs.py", "kernels/evil.cu", "kernels/f.cu", "kernels/t", "kernels/up"]

@@ -46,8 +46,8 @@ class Violation:
     """One attempt to leave the sandbox or exceed a limit.
 
     ``kind`` is one of: read_outside, write_outside, network, fork_bomb, disk_quota, file_size, protected_file,
-    kill_outside, monitor. ``evidence`` says how it was seen: ``effect`` (measured: a canary file opened, packets
-    with no route, a checksum changed, the workspace grew past its quota, the process limit reached), ``blocked``
+    kill_outside, monitor, unsafe_file (a symlink out of the workspace or a FIFO, removed). ``evidence`` says how
+    it was seen: ``effect`` (measured: a canary file opened, packets with no route, a checksum changed, the workspace grew past its quota, the process limit reached), ``blocked``
     (the kernel refused and the error text names the target), ``command`` (the command text names a forbidden
     path) or ``api`` (a read_file/write_file call).
     """

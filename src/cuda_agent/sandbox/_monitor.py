@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import logging
 import os
+import stat
 import struct
 import tempfile
 import threading
@@ -185,6 +186,34 @@ def disk_usage(root: Path, skip: tuple[Path, ...] = ()) -> int:
                 except OSError:
                     continue
     return total
+
+
+def unsafe_entries(root: Path, allowed_targets: tuple[str, ...], skip: tuple[Path, ...] = ()) -> list[tuple[Path, str]]:
+    """Entries under ``root`` that would hurt host-side code reading the workspace: symlinks that resolve, as the
+    host sees them, outside the workspace and outside ``allowed_targets`` (the read-only toolchain, the same on
+    both sides), which a host reader would follow to the host's real file (``/tmp/x`` or ``/workspace/x`` mean
+    other things on the host), and FIFOs, sockets or devices, on which a host reader would block."""
+    found: list[tuple[Path, str]] = []
+    root_text = str(root)
+    skipped = {str(s) for s in skip}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skipped]
+        for name in [*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))]:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(path)
+                inside_ws = target == root_text or target.startswith(root_text + os.sep)
+                allowed = any(target == a or target.startswith(a.rstrip("/") + "/") for a in allowed_targets)
+                if not inside_ws and not allowed:
+                    found.append((Path(path), f"symlink to {os.readlink(path)}"))
+            elif stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode) or stat.S_ISCHR(st.st_mode) \
+                    or stat.S_ISBLK(st.st_mode):
+                found.append((Path(path), "special file (FIFO, socket or device)"))
+    return found
 
 
 def digest(path: Path) -> str | None:

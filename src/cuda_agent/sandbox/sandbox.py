@@ -24,7 +24,8 @@ from cuda_agent.sandbox._layout import (BROKER_DIR, CLIENT_DIR, SANDBOX_UID, Lay
                                         drop_privileges_prefix, inside_path_env, namespace_args,
                                         python_executable, python_roots)
 from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
-from cuda_agent.sandbox._monitor import CanaryWatch, UidLease, chown_tree, digest, disk_usage, no_route_packets
+from cuda_agent.sandbox._monitor import (CanaryWatch, UidLease, chown_tree, digest, disk_usage, no_route_packets,
+                                         unsafe_entries)
 from cuda_agent.sandbox._probe import bwrap_path, check_sandbox
 from cuda_agent.sandbox._seccomp import no_userns_filter
 from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler
@@ -303,6 +304,7 @@ class Sandbox:
             violations.append(Violation("monitor", "the sandbox's monitoring shell was killed before it reported",
                                         "effect"))
         violations += self._check_protected()
+        violations += self._remove_unsafe()
         usage = disk_usage(self.workspace)
         quota = self.limits.disk_quota_bytes
         if raw.killed_reason == "disk_quota" or (quota is not None and usage > quota and usage > start_usage):
@@ -339,6 +341,22 @@ class Sandbox:
     def _sensitive_for(self, command: str) -> tuple[str, ...]:
         own = str(self.workspace)
         return tuple(s for s in self.sensitive if not own.startswith(s) or s not in command.replace(own, ""))
+
+    def _remove_unsafe(self) -> list[Violation]:
+        """Remove symlinks that point out of the workspace (a host-side reader, such as the build or the
+        evaluator, would follow them to the host's real files) and FIFOs/sockets (it would block on them).
+        Relative links inside the workspace and links into the toolchain stay."""
+        allowed = ("/usr", "/dev/null", *python_roots(), *cuda_roots())
+        skip = tuple(self.workspace / p.rstrip("/") for p in self.protected)
+        found: list[Violation] = []
+        for path, what in unsafe_entries(self.workspace, allowed, skip):
+            rel = path.relative_to(self.workspace).as_posix()
+            try:
+                path.unlink()
+            except OSError as exc:
+                log.warning("cannot remove unsafe workspace entry %s: %s", path, exc)
+            found.append(Violation("unsafe_file", f"{rel}: {what}; removed", "effect"))
+        return found
 
     def _check_protected(self) -> list[Violation]:
         """Protected files are read-only inside, so a change means the protection failed: record it and restore
