@@ -23,6 +23,7 @@ event time by more than noise, the device-wide times are reported instead (``clo
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import logging
@@ -257,11 +258,19 @@ def _flush_buffer(device: torch.device) -> torch.Tensor:
     return buf
 
 
-def _infer_device(input_sets: Sequence[Sequence[Any]]) -> torch.device:
+def _infer_device(fn: Any, input_sets: Sequence[Sequence[Any]]) -> torch.device:
+    """The CUDA device of the inputs or of ``fn``'s parameters; else the current CUDA device once CUDA is in use
+    (a function without tensor inputs may still launch GPU work, which only the events and syncs see); else CPU."""
     for inputs in input_sets:
         for x in inputs:
             if isinstance(x, torch.Tensor) and x.device.type == "cuda":
                 return x.device
+    if isinstance(fn, torch.nn.Module):
+        for t in list(fn.parameters()) + list(fn.buffers()):
+            if t.device.type == "cuda":
+                return t.device
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
 
@@ -315,10 +324,12 @@ def time_forward(
     check: Callable[[int, Any], bool | None] | None = None,
     before_check: Callable[[int], None] | None = None,
     config: TimingConfig | None = None,
+    device: torch.device | str | None = None,
 ) -> TimingStats:
     """Time ``fn(*input_sets[i])``, rotating ``i`` over the sets, and return the per-call statistics.
 
     ``warmup``, ``reps`` and ``flush_l2`` override the same fields of ``config`` (defaults 5, 50, True).
+    ``device``: where to time (default: inferred, see `_infer_device`); a CUDA device uses events, a CPU the clock.
 
     ``check(i, output)`` is called, outside the timed region, on a random sample of iterations (always the first);
     ``i`` is the index of the input set used. It returns False or raises to signal a wrong output.
@@ -335,54 +346,64 @@ def time_forward(
     cfg = config or TimingConfig()
     overrides = {"warmup": warmup, "reps": reps, "flush_l2": flush_l2}
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
-    device = _infer_device(input_sets)
-    clock = _Clock(device)
-    flush = _flush_buffer(device) if (clock.cuda and cfg.flush_l2) else None
-    rng = _SystemRandom()
-    n_sets = len(input_sets)
-
+    device = torch.device(device) if device is not None else _infer_device(fn, input_sets)
+    on_device = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
     gc_was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
-        with _no_grad():
-            per_call_s = _warm_up(fn, input_sets, cfg, clock)
-            overhead = clock.overhead_ms()
-            min_reps = max(3, min(cfg.reps, int(cfg.time_cap_s / max(per_call_s, 1e-9))))
-            events: list[float] = []
-            hosts: list[float] = []
-            checks_done = 0
-            deadline = _perf_counter() + cfg.time_cap_s
-            i = 0
-            while True:
-                index = i % n_sets
-                inputs = input_sets[index]
-                do_check = check is not None and checks_done < cfg.max_checks and (
-                    i == 0 or rng.random() < cfg.check_fraction
-                )
-                if do_check and before_check is not None:
-                    before_check(index)
-                if flush is not None:
-                    flush.zero_()
-                    _cuda_synchronize()  # the flush must not overlap the bracket (see module docstring)
-                t0 = clock.begin()
-                out = fn(*inputs)
-                ev, host = clock.finish(t0)
-                events.append(ev)
-                hosts.append(max(0.0, host - overhead))
-                if do_check:
-                    checks_done += 1
-                    _run_check(check, i, index, out)  # type: ignore[arg-type]
-                del out
-                i += 1
-                if i >= cfg.max_reps or (i >= min_reps and _perf_counter() > deadline):
-                    break
-                if i >= min_reps and i % 10 == 0 and _rel_ci(events) <= cfg.target_rel_ci:
-                    break
+        with on_device, _no_grad():
+            events, hosts, cuda = _timed_loop(fn, input_sets, cfg, device, check, before_check)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return _summarise(events, hosts, clock.cuda, cfg)
+    return _summarise(events, hosts, cuda, cfg)
+
+
+def _timed_loop(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    cfg: TimingConfig,
+    device: torch.device,
+    check: Callable[[int, Any], bool | None] | None,
+    before_check: Callable[[int], None] | None,
+) -> tuple[list[float], list[float], bool]:
+    """Warm up, calibrate, then run timed calls until the median is stable or the cap is hit; return the event
+    times, the host times (less the empty-bracket overhead) and whether the device clock was used."""
+    clock = _Clock(device)
+    flush = _flush_buffer(device) if (clock.cuda and cfg.flush_l2) else None
+    rng = _SystemRandom()
+    per_call_s = _warm_up(fn, input_sets, cfg, clock)
+    overhead = clock.overhead_ms()
+    min_reps = max(3, min(cfg.reps, int(cfg.time_cap_s / max(per_call_s, 1e-9))))
+    events: list[float] = []
+    hosts: list[float] = []
+    checks_done = 0
+    deadline = _perf_counter() + cfg.time_cap_s
+    i = 0
+    while True:
+        index = i % len(input_sets)
+        do_check = check is not None and checks_done < cfg.max_checks and (i == 0 or rng.random() < cfg.check_fraction)
+        if do_check and before_check is not None:
+            before_check(index)
+        if flush is not None:
+            flush.zero_()
+            _cuda_synchronize()  # the flush must not overlap the bracket (see module docstring)
+        t0 = clock.begin()
+        out = fn(*input_sets[index])
+        ev, host = clock.finish(t0)
+        events.append(ev)
+        hosts.append(max(0.0, host - overhead))
+        if do_check:
+            checks_done += 1
+            _run_check(check, i, index, out)  # type: ignore[arg-type]
+        del out
+        i += 1
+        if i >= cfg.max_reps or (i >= min_reps and _perf_counter() > deadline):
+            break
+        if i >= min_reps and i % 10 == 0 and _rel_ci(events) <= cfg.target_rel_ci:
+            break
+    return events, hosts, clock.cuda
 
 
 def _warm_up(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], cfg: TimingConfig, clock: _Clock) -> float:
