@@ -27,6 +27,15 @@ def test_events_time_a_matmul(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
     assert stats.ci_low_ms <= stats.median_ms <= stats.ci_high_ms
 
 
+def test_tiny_honest_kernels_stay_on_the_event_clock() -> None:
+    """Host and event clocks bracket the same work, so launch-bound honest calls are not mistaken for hidden work."""
+    x = torch.randn(1024, device="cuda")
+    for fn in (torch.relu, lambda t: (t * 2 + 1).sum()):
+        stats = time_forward(fn, [[x]], reps=100)
+        assert stats.clock == "cuda_events", stats
+        assert stats.median_ms < 0.2
+
+
 def test_flush_buffer_exceeds_l2() -> None:
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
