@@ -23,7 +23,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--task-timeout", type=float, default=60.0, help="cap per candidate (compile included)")
-    parser.add_argument("--budget", type=float, default=270.0, help="seconds after which no candidate is submitted")
+    parser.add_argument("--budget", type=float, default=240.0, help="seconds after which no candidate is submitted")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kernelbench", default=None)
     parser.add_argument("--fresh", action="store_true", help="delete an earlier state file first")

@@ -14,7 +14,7 @@ import inspect
 import logging
 import re
 import warnings
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Collection, Iterable
 
 from cuda_agent.synth import curated
 from cuda_agent.synth.ops import apply, prepare, resolve
@@ -335,10 +335,12 @@ def crawl(
     include_torch: bool = True,
     include_transformers: bool = True,
     progress: Callable[[str], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> Catalog:
     """Crawl and verify; operators that fail verification are kept in ``Catalog.dropped`` with the reason.
 
-    transformers is optional: when it is not installed its operators are skipped with a logged notice.
+    transformers is optional: when it is not installed its operators are skipped with a logged notice. ``only``
+    restricts the crawl to these names (``nn.Conv2d``, ``torch.tanh``, a transformers class's dotted path).
     """
     import torch
 
@@ -353,6 +355,8 @@ def crawl(
         sources.append(transformers_candidates())
     for source in sources:
         for item in source:
+            if only is not None and (item[0] if isinstance(item, tuple) else item.name) not in only:
+                continue
             if isinstance(item, tuple):
                 dropped.append(item)
                 continue
