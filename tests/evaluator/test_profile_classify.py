@@ -117,6 +117,7 @@ def test_trace_parser_marks_caller_stream_and_launching_op() -> None:
     assert gemm.on_caller_stream and gemm.launched_by == "aten::mm" and gemm.duration_us == 40.0
     assert gemm.grid == (4, 1, 1) and gemm.block == (256, 1, 1) and gemm.kind == "cublas"
     assert not side.on_caller_stream and side.stream == 13 and side.kind == "other"
+    assert gemm.on_current_stream and not side.on_current_stream
 
 
 def test_trace_without_kernels_is_an_error() -> None:

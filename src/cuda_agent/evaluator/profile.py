@@ -54,6 +54,11 @@ class LaunchedKernel:
     def kind(self) -> str:
         return classify_kernel(self.name)
 
+    @property
+    def on_current_stream(self) -> bool:
+        """Alias of ``on_caller_stream`` (the caller's current stream when the call began)."""
+        return self.on_caller_stream
+
 
 @dataclass(frozen=True)
 class KernelTime:
