@@ -1,0 +1,103 @@
+"""`cuda-agent eval`: evaluate one solution against one task, print a table, write JSON."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cuda_agent.errors import CudaAgentError, TaskError
+
+
+def resolve_task(spec: str):  # -> Task
+    """A task file, or a KernelBench id like ``L1/19_ReLU`` (or ``L1/19``) found under `kernelbench_root()`."""
+    from cuda_agent.tasks import load_task_file
+    from cuda_agent.testing import kernelbench_root
+
+    path = Path(spec)
+    if path.is_file():
+        return load_task_file(path)
+    match = re.fullmatch(r"[Ll](?:evel)?(\d)/(.+?)(?:\.py)?", spec)
+    if match is None:
+        raise TaskError(f"{spec}: not a task file nor a KernelBench id like L1/19_ReLU")
+    root = kernelbench_root()
+    if root is None:
+        raise TaskError(f"{spec}: no KernelBench data found; set CUDA_AGENT_KERNELBENCH to its task folder")
+    level, name = int(match.group(1)), match.group(2)
+    folder = root / f"level{level}"
+    candidates = [folder / f"{name}.py"] if (folder / f"{name}.py").is_file() else sorted(folder.glob(f"{name}_*.py"))
+    if not candidates:
+        raise TaskError(f"{spec}: no task {name} in {folder}")
+    return load_task_file(candidates[0], source="kernelbench", level=level)
+
+
+def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}{unit}"
+
+
+def render(result, console: Console) -> None:  # result: EvalResult
+    table = Table(title=f"{result.task_id}: {result.stage}", show_header=True)
+    table.add_column("item")
+    table.add_column("value", overflow="fold")
+    table.add_row("stage", result.stage)
+    table.add_row("correct", str(result.correct))
+    if result.reason:
+        table.add_row("reason", result.reason[:600])
+    for violation in result.rules_fired:
+        table.add_row(f"rule {violation.rule}", violation.detail or violation.description)
+    for name in ("eager", "compile", "candidate"):
+        stats = getattr(result, name)
+        if stats is not None:
+            table.add_row(f"{name} time", f"{stats.median_ms:.4g} ms (cv {stats.cv:.3f}, n={stats.n})")
+    if result.speedup_eager is not None:
+        table.add_row("speedup vs eager", f"{result.speedup_eager:.3f}x "
+                                          f"[{_fmt(result.speedup_eager_low)}, {_fmt(result.speedup_eager_high)}]")
+    if result.speedup_compile is not None:
+        table.add_row("speedup vs compile", f"{result.speedup_compile:.3f}x "
+                                            f"[{_fmt(result.speedup_compile_low)}, {_fmt(result.speedup_compile_high)}]")
+    if result.sol_fraction is not None:
+        table.add_row("speed of light", f"{100 * result.sol_fraction:.1f}% of the floor "
+                                        f"({_fmt(result.sol_floor_ms, ' ms')}, {result.sol_bound}-bound)")
+    table.add_row("reward", f"{result.reward} (continuous {result.continuous_reward:.3f})")
+    table.add_row("input sets checked", str(result.input_sets_checked))
+    table.add_row("seconds", f"build {_fmt(result.build_seconds)}, verify {_fmt(result.verify_seconds)}, "
+                             f"profile {_fmt(result.profile_seconds)}, total {_fmt(result.total_seconds)}")
+    for note in result.notes[:6]:
+        table.add_row("note", note)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def eval_command(
+        task: str = typer.Option(..., "--task", "-t", help="A task file or a KernelBench id like L1/19_ReLU."),
+        solution: Path = typer.Option(..., "--solution", "-s", help="A workspace folder or a single-file .py."),
+        mode: str = typer.Option("strict", "--mode", help="strict (custom kernels only) or relaxed."),
+        json_out: Path | None = typer.Option(None, "--json", help="Write the full result as JSON here."),
+        no_profile: bool = typer.Option(False, "--no-profile", help="Verify only; skip timing."),
+        tolerance: str = typer.Option("paper", "--tolerance", help="paper (1e-2) or tight."),
+        timeout: float = typer.Option(300.0, "--timeout", help="Seconds before the evaluation is killed."),
+        device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+        breakdown: bool = typer.Option(False, "--breakdown", help="Add a per-kernel time breakdown (GPU)."),
+    ) -> None:
+        """Verify, audit and time a solution in an isolated process; print the verdict and the reward."""
+        from cuda_agent.evaluator import EvalConfig, evaluate
+
+        console = Console()
+        try:
+            task_obj = resolve_task(task)
+            config = EvalConfig(mode=mode, profile=not no_profile, tolerance=tolerance, timeout_s=timeout,
+                                device=device, kernel_breakdown=breakdown)
+            with console.status(f"evaluating {solution} on {task_obj.id} ({mode})"):
+                result = evaluate(task_obj, solution, config)
+        except CudaAgentError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from exc
+        render(result, console)
+        if json_out is not None:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(result.to_json())
+            console.print(f"wrote {json_out}")
+        raise typer.Exit(0 if result.correct else 1)

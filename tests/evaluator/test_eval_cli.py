@@ -1,0 +1,58 @@
+"""`cuda-agent eval`: the table, the JSON file, the exit code, and task resolution."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cuda_agent.cli.eval import register, resolve_task
+from cuda_agent.errors import TaskError
+from cuda_agent.testing import kernelbench_root
+
+from evalcases import CASES
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    return app
+
+
+@pytest.mark.slow
+def test_eval_writes_json_and_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "r.json"
+    args = ["eval", "--task", str(CASES / "tasks" / "tiny_mean.py"), "--mode", "relaxed", "--no-profile",
+            "--json", str(out), "--solution"]
+    ok = runner.invoke(_app(), args + [str(CASES / "cpu" / "honest_tiny_mean.py")])
+    assert ok.exit_code == 0, ok.output
+    assert "correct" in ok.output and "reward" in ok.output
+    data = json.loads(out.read_text())
+    assert data["stage"] == "correct" and data["reward"] == 1 and data["rules_fired"] == []
+    bad = runner.invoke(_app(), args + [str(CASES / "cpu" / "trivial_zeros.py")])
+    assert bad.exit_code == 1, bad.output
+    assert "trivial_output" in bad.output
+    assert json.loads(out.read_text())["rules_fired"][0]["rule"] == "trivial_output"
+
+
+def test_eval_reports_a_missing_solution(tmp_path: Path) -> None:
+    result = CliRunner().invoke(_app(), ["eval", "--task", str(CASES / "tasks" / "tiny_mean.py"),
+                                         "--solution", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "no such" in " ".join(result.output.split())
+
+
+def test_resolve_task_by_kernelbench_id() -> None:
+    with pytest.raises(TaskError):
+        resolve_task("not/a/task")
+    if kernelbench_root() is None:
+        pytest.skip("KernelBench data absent")
+    assert resolve_task("L1/19_ReLU").name == "19_ReLU"
+    assert resolve_task("L1/19").name == "19_ReLU"
