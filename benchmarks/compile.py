@@ -106,7 +106,7 @@ def measure_ours(runs: int, scratch: Path) -> dict[str, float]:
         library = result.library
     warm_cache = scratch / "cache-cold-0"
     for run in range(runs):
-        (ws.root / "kernels/scaled_sum.cu").write_text(kernel_source(128 + 32 * (run + 1)))
+        (ws.root / "kernels/scaled_sum.cu").write_text(kernel_source(64 + 16 * run))
         result = build_workspace(ws.root, cache_dir=warm_cache, arch=arch)
         assert result.ok and result.compiled == ("kernels/scaled_sum.cu",), result
         incremental.append(result.seconds)

@@ -106,6 +106,11 @@ def import_candidate(kind: str, solution: Path, library: Path | None) -> types.M
         from cuda_agent.build import runtime
 
         runtime.set_active_library(library)
+        # Rationale: binding.py is protected and was verified; the evaluator provides its equivalent itself, so that
+        # `from binding import ops` neither compiles code under the audit nor runs a file the candidate could touch.
+        binding = types.ModuleType("binding")
+        binding.ops = runtime.load_library(library) if library is not None else None
+        sys.modules["binding"] = binding
         path = solution / "model_new.py"
         name = "model_new"
         if not path.is_file():
