@@ -125,7 +125,7 @@ def test_read_write_file_refuse_outside_and_protected(workspace: Path) -> None:
             sb.read_file("/etc/hostname")
         with pytest.raises(PermissionError):
             sb.read_file("../episode-0/../../x")
-        assert sb.exec("ln -s /etc/hostname kernels/link.txt").returncode == 0
+        os.symlink("/etc/hostname", workspace / "kernels/link.txt")
         with pytest.raises(PermissionError):
             sb.read_file("kernels/link.txt")
         with pytest.raises(PermissionError):
