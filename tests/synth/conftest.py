@@ -39,3 +39,9 @@ def task_code(forward: str, *, init: str = "", shape: str = "batch_size, dim", b
         f"def get_inputs():\n    return [torch.randn({shape})]\n\n"
         "def get_init_inputs():\n    return []\n"
     )
+
+
+@pytest.fixture
+def make_task():
+    """`task_code`, as a fixture (test files cannot import each other without package files)."""
+    return task_code

@@ -336,7 +336,7 @@ def _fit_runtime(code: str, inst: _Instance, inputs: list[Any], config: FilterCo
     name = scaling_constant(code) if config.scale else None
     base = size_constants(code).get(name, 1) if name else 1
     value, ms = base, 0.0
-    target = min(math.sqrt(config.min_ms * config.max_ms), 4 * config.min_ms)
+    target = min(math.sqrt(config.min_ms * config.max_ms), 4 * config.min_ms) if config.min_ms > 0 else config.max_ms / 4
     for step in range(config.max_scale_steps + 1):
         try:
             with lock:
