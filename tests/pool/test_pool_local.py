@@ -141,3 +141,13 @@ def test_bad_configuration_is_refused(task: Task) -> None:
         EvalJob.create(task, {"../escape.py": "x"})
     with pytest.raises(ValueError, match="fault"):
         StandInEvaluator(fault="meltdown")
+
+
+def test_a_full_queue_refuses_more_jobs(task: Task) -> None:
+    with LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.3), max_queue=2) as pool:
+        pool.wait_ready()
+        accepted = [pool.submit(standin_job(task, tag=str(i))) for i in range(2)]
+        with pytest.raises(PoolError, match="queue is full"):
+            for i in range(3):
+                accepted.append(pool.submit(standin_job(task, tag=f"more-{i}")))
+        assert all(f.result(timeout=30).correct for f in accepted)

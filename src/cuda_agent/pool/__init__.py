@@ -26,6 +26,7 @@ __all__ = [
     "detect_gpus",
     "is_fatal_gpu_error",
     "new_job_id",
+    "resume_run",
     "run_jobs",
 ]
 
@@ -39,8 +40,8 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy exports keep `import cuda_age
         from cuda_agent.pool.http import PoolClient
 
         return PoolClient
-    if name == "run_jobs":
-        from cuda_agent.pool.runs import run_jobs
+    if name in ("run_jobs", "resume_run"):
+        from cuda_agent.pool import runs
 
-        return run_jobs
+        return getattr(runs, name)
     raise AttributeError(f"module 'cuda_agent.pool' has no attribute {name!r}")

@@ -139,7 +139,7 @@ class Store:
         with self._lock:
             self._check_open()
             rows = self._execute(statement, params)
-            if not self._dialect is SQLITE:
+            if self._dialect is not SQLITE:
                 self._conn.commit()
             return rows
 
