@@ -22,7 +22,7 @@ KILLED_EXIT = 137
 
 def wrapper_script(limits: SandboxLimits, report_fd: int) -> str:
     """bash run inside as ``bash -c WRAPPER name COMMAND CWD``: set the limits (soft and hard, so the command
-    cannot raise them), run COMMAND in a subshell that does not hold the report pipe (a fork, not a new bash:
+    cannot raise them; where the host's hard limit is already lower, that stricter limit stays), run COMMAND in a subshell that does not hold the report pipe (a fork, not a new bash:
     ``exit`` or ``exec`` in COMMAND end only the subshell), then write the network namespace's counters and the
     process count to the report pipe using builtins only (no extra process)."""
     ulimits = ["ulimit -c 0"]
@@ -35,14 +35,12 @@ def wrapper_script(limits: SandboxLimits, report_fd: int) -> str:
     if limits.max_processes is not None:
         ulimits.append(f"ulimit -u {int(limits.max_processes)}")
     return (
-        "; ".join(ulimits) + " || exit 125\n"
+        "; ".join(f"{u} 2>/dev/null" for u in ulimits) + "\n"
         'cd -- "$2" || exit 126\n'
         f'(c=$1; set --; eval "$c") {report_fd}>&-\n'
         "rc=$?\n"
         "p=(/proc/[0-9]*)\n"
-        "r=''; for f in /proc/net/snmp /proc/net/snmp6; do\n"
-        "  while IFS= read -r l; do r+=\"$l\"$'\\n'; done < \"$f\"\n"
-        "done 2>/dev/null\n"
+        "IFS= read -r -d '' a < /proc/net/snmp; IFS= read -r -d '' b < /proc/net/snmp6; r=$a$b\n"
         f"printf '{REPORT_MARK} rc=%s procs=%s\\n%s' \"$rc\" \"${{#p[@]}}\" \"$r\" >&{report_fd}\n"
         "exit $rc\n"
     )

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 FALLBACK_PROTECTED = ("model.py", "binding.py", "include/", "SKILL.md", ".cuda_agent/")
 DECOY_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.ssh/id_rsa")
-DECOY_DIRS = ("/root/.ssh", "/home", "/mnt", "/srv")
+DECOY_DIRS = ("/root/.ssh", "/home")
 MAX_READ_BYTES = 16 << 20
 SIGXFSZ_EXIT = 128 + 25
 
