@@ -14,6 +14,7 @@ verl's config: ``env`` (`EnvConfig` fields), ``backend`` (see `cuda_agent.rl.env
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 from uuid import uuid4
@@ -94,7 +95,7 @@ class CudaAgentLoop(AgentLoopBase):
             episode = await run_token_episode(env, task, generate, self.tokenizer, sampling_params=sampling_params,
                                               limits=self.limits, chat=self.chat)
         finally:
-            await self.loop.run_in_executor(None, env.close)
+            await asyncio.get_running_loop().run_in_executor(None, env.close)
         if len(episode.prompt_ids) > self.rollout_config.prompt_length:
             log.warning("task %s: prompt of %d tokens exceeds rollout.prompt_length=%d; raise data.max_prompt_length",
                         task.id, len(episode.prompt_ids), self.rollout_config.prompt_length)
