@@ -41,6 +41,7 @@ _item = torch.Tensor.item
 _reshape = torch.reshape
 _to = torch.Tensor.to
 _float64 = torch.float64
+_float32 = torch.float32
 _CHUNK = 1 << 26
 
 TRUSTED_NAMES = (
@@ -145,6 +146,7 @@ def compare_tensor(path: str, cand: Any, ref: Any, atol: float, rtol: float) -> 
                           mismatches=mismatches, max_abs=0.0 if equal else math.inf)
     c = _reshape(cand, (-1,))
     r = _reshape(ref, (-1,))
+    work = _float64 if ref.dtype == _float64 else _float32  # fp32 arithmetic for fp32/fp16/bf16: exact enough
     n = c.numel()
     max_abs = 0.0
     max_rel = 0.0
@@ -155,8 +157,8 @@ def compare_tensor(path: str, cand: Any, ref: Any, atol: float, rtol: float) -> 
     ref_sum = 0.0
     ref_abs_max = 0.0
     for start in range(0, n, _CHUNK):
-        cc = _to(c[start:start + _CHUNK], _float64)
-        rr = _to(r[start:start + _CHUNK], _float64)
+        cc = _to(c[start:start + _CHUNK], work)
+        rr = _to(r[start:start + _CHUNK], work)
         r_fin = _isfinite(rr)
         c_fin = _isfinite(cc)
         both = _logical_and(r_fin, c_fin)
@@ -172,12 +174,12 @@ def compare_tensor(path: str, cand: Any, ref: Any, atol: float, rtol: float) -> 
         mismatches += int(_scalar(_sum(_gt(diff, allowed))))
         if diff.numel():
             max_abs = max(max_abs, _scalar(_amax(diff)))
-            rel = diff / _add(rabs, 1e-12)
+            rel = diff / _add(rabs, 1e-30 if work == _float32 else 1e-300)
             max_rel = max(max_rel, _scalar(_amax(rel)))
             ref_abs_max = max(ref_abs_max, _scalar(_amax(rabs)))
-        err_sq += _scalar(_sum(_mul(diff, diff)))
-        ref_sq += _scalar(_sum(_mul(rabs, rabs)))
-        ref_sum += _scalar(_sum(_where(both, rr, zero)))
+        err_sq += _scalar(_sum(_mul(diff, diff), dtype=_float64))
+        ref_sq += _scalar(_sum(_mul(rabs, rabs), dtype=_float64))
+        ref_sum += _scalar(_sum(_where(both, rr, zero), dtype=_float64))
     mean = ref_sum / n
     centred_sq = max(0.0, ref_sq - n * mean * mean)
     signal = math.sqrt(centred_sq) if n > 1 and centred_sq > 1e-30 * max(ref_sq, 1e-300) else math.sqrt(ref_sq)

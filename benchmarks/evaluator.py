@@ -1,0 +1,117 @@
+"""Evaluator benchmark (GPU host, about 4 minutes): warm round trip, speedup stability, and the case catalogue.
+
+Writes benchmarks/results/evaluator.json with:
+  roundtrip_s           median seconds of 10 warm build + verify + profile round trips (L1/19_ReLU workspace)
+  speedup_cv            coefficient of variation of the speedup vs eager over those 10 evaluations of one kernel
+  adversarial_rejected  cheats rejected with the rule they target (GPU workspaces + CPU single files)
+  adversarial_total
+  honest_accepted       honest candidates accepted (GPU workspaces timed + CPU single files)
+  honest_total
+
+Run: PYTHONPATH=src python3 benchmarks/evaluator.py
+"""
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
+
+from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate  # noqa: E402
+
+from evalcases import FAILURE_STAGES, cpu_cases, gpu_cases  # noqa: E402
+from test_eval_gpu_cases import materialise  # noqa: E402
+
+log = logging.getLogger("benchmarks.evaluator")
+ROUND_TRIPS = 10
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    import torch
+
+    if not torch.cuda.is_available():
+        log.error("benchmarks/evaluator.py needs a CUDA GPU")
+        return 2
+    started = time.perf_counter()
+    details: dict[str, object] = {}
+    with tempfile.TemporaryDirectory() as tmp, WarmWorker() as worker:
+        tmp_path = Path(tmp)
+        cases = {c.name: c for c in gpu_cases()}
+        relu = cases["honest_relu_l1"]
+        root = materialise(relu, tmp_path / "roundtrip")
+        task = relu.load_task()
+        config = EvalConfig(mode="strict", timeout_s=300)
+        first = evaluate(task, root, config, worker=worker)  # warms the build and baseline caches
+        log.info("cold round trip: %.2f s (%s)", first.total_seconds or -1, first.stage)
+        trips, speedups = [], []
+        for _ in range(ROUND_TRIPS):
+            t0 = time.perf_counter()
+            result = evaluate(task, root, config, worker=worker)
+            trips.append(time.perf_counter() - t0)
+            if result.speedup_eager is not None:
+                speedups.append(result.speedup_eager)
+            log.info("round trip %.2f s: %s, speedup vs eager %s, build %.2f s, verify %.2f s, profile %s s",
+                     trips[-1], result.stage, result.speedup_eager, result.build_seconds or 0,
+                     result.verify_seconds or 0, result.profile_seconds)
+        details["roundtrip_last"] = result.to_dict()
+        mean = statistics.fmean(speedups) if speedups else math.nan
+        cv = statistics.stdev(speedups) / mean if len(speedups) > 1 and mean > 0 else math.nan
+
+        adversarial = honest = rejected = accepted = 0
+        outcomes: dict[str, str] = {}
+        for case in gpu_cases():
+            if case.expect in FAILURE_STAGES:
+                continue
+            ws = materialise(case, tmp_path / "cases")
+            honest_case = case.expect == "correct"
+            res = evaluate(case.load_task(), ws, EvalConfig(mode=case.mode, profile=honest_case, reps=20, warmup=3,
+                                                            timeout_s=300), worker=worker)
+            ok = res.stage == "timed" if honest_case else case.expect in res.rule_names
+            outcomes[f"gpu/{case.name}"] = f"{res.stage} {','.join(res.rule_names)}"
+            if honest_case:
+                honest += 1
+                accepted += ok
+            else:
+                adversarial += 1
+                rejected += ok
+            log.info("%-28s %-4s %s %s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names)
+        for case in cpu_cases():
+            honest_case = case.expect == "correct"
+            res = evaluate(case.load_task(), case.solution, EvalConfig(mode=case.mode, profile=False, device="cpu",
+                                                                       timeout_s=120), worker=worker)
+            ok = res.stage == "correct" if honest_case else case.expect in res.rule_names
+            outcomes[f"cpu/{case.name}"] = f"{res.stage} {','.join(res.rule_names)}"
+            if honest_case:
+                honest += 1
+                accepted += ok
+            else:
+                adversarial += 1
+                rejected += ok
+            log.info("%-28s %-4s %s %s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names)
+        details["cases"] = outcomes
+    metrics = {
+        "roundtrip_s": statistics.median(trips),
+        "roundtrip_cold_s": first.total_seconds or 0.0,
+        "speedup_eager_mean": mean if math.isfinite(mean) else 0.0,
+        "speedup_cv": cv if math.isfinite(cv) else -1.0,
+        "adversarial_rejected": rejected,
+        "adversarial_total": adversarial,
+        "honest_accepted": accepted,
+        "honest_total": honest,
+        "benchmark_seconds": time.perf_counter() - started,
+    }
+    path = write_result("evaluator", metrics, command="PYTHONPATH=src python3 benchmarks/evaluator.py", extra=details)
+    log.info("wrote %s: %s", path, metrics)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
