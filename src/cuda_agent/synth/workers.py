@@ -25,6 +25,10 @@ def _worker_main(conn: Connection, config: dict[str, Any], lock: Any, env: dict[
     os.environ.update(env)
     from cuda_agent.synth.filters import FilterConfig, run_filters
 
+    import torch  # noqa: F401  (imported before the first job, so its import is not charged to a candidate)
+
+    import cuda_agent.tasks.validate  # noqa: F401
+
     cfg = FilterConfig(**config)
     if cfg.check_compile:
         warm_up(cfg)
