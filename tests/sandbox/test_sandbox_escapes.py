@@ -203,3 +203,17 @@ def test_links_out_of_the_workspace_and_fifos_are_removed(workspace: Path) -> No
     assert (kernels / "ref.py").is_symlink()
     removed = sorted(v.detail.split(":")[0] for v in r.violations if v.kind == "unsafe_file")
     assert removed == ["abs.py", "kernels/evil.cu", "kernels/f.cu", "kernels/t", "kernels/up"]
+
+
+def test_workspace_directly_in_tmp_gives_no_false_alarms(bwrap_ready: None) -> None:
+    import shutil
+    import tempfile
+
+    ws = Path(tempfile.mkdtemp(prefix="cuda-agent-test-ws-"))
+    try:
+        with Sandbox(ws) as sb:
+            r = sb.exec("echo hi > /tmp/x && cat /tmp/x && ls /tmp /usr/bin/python3 && cd /tmp && pwd")
+        assert r.returncode == 0, r.stderr
+        assert r.violations == ()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)

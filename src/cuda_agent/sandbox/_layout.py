@@ -81,7 +81,8 @@ class Layout:
     """The mount plan of one sandbox, turned into bubblewrap arguments by `args`.
 
     ``workspace`` is bound read-write at ``workspace_mount``; each of ``protected`` (paths relative to the
-    workspace) is bound read-only on top; ``rw``/``ro`` are extra host folders bound at the same path.
+    workspace) is bound read-only on top; ``rw``/``ro`` are extra host folders bound at the same path. ``chdir``
+    (default: the workspace) is where bubblewrap starts the command, with the privileges it has then.
     """
 
     workspace: Path
@@ -94,6 +95,7 @@ class Layout:
     ro_dirs: dict[str, str] = field(default_factory=dict)
     tmp_bytes: int = 1 << 30
     env: dict[str, str] = field(default_factory=dict)
+    chdir: str | None = None
 
     def toolchain_args(self) -> list[str]:
         args: list[str] = ["--ro-bind", "/usr", "/usr"]
@@ -129,7 +131,7 @@ class Layout:
             args += ["--ro-bind", path, path]
         for path in self.rw:
             args += ["--bind", path, path]
-        args += ["--remount-ro", "/", "--chdir", self.workspace_mount, "--clearenv"]
+        args += ["--remount-ro", "/", "--chdir", self.chdir or self.workspace_mount, "--clearenv"]
         for key, value in self.env.items():
             args += ["--setenv", key, value]
         return args

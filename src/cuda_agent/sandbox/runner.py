@@ -70,13 +70,12 @@ def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = 
         auto = [p for p in _host_paths(argv) if not any(p == b or p.startswith(b + "/") for b in bound)]
         layout = Layout(ws, str(ws), protected=prot, writable_inside_protected=(".cuda_agent/build",),
                         ro=tuple(dict.fromkeys([*ro, *auto])), rw=tuple(rw), tmp_bytes=limits.tmp_bytes,
+                        chdir=str(Path(cwd).resolve()),
                         env={"PATH": inside_path_env(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                              **{k: os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)}})
-        inside_cwd = str(Path(cwd).resolve())
         report_r, report_w = os.pipe()
         os.set_inheritable(report_w, True)
         bwrap = [bwrap_path(), *namespace_args("userns"), *layout.args()]
-        bwrap[bwrap.index("--chdir") + 1] = inside_cwd
         script = "ulimit -c 0; " + (f"ulimit -v {limits.memory_bytes // 1024}; " if limits.memory_bytes else "") + \
             (f"ulimit -f {limits.max_file_bytes // 1024}; " if limits.max_file_bytes else "") + \
             (f"ulimit -t {limits.cpu_seconds}; " if limits.cpu_seconds else "") + f'exec {report_w}>&-; exec "$@"'

@@ -35,8 +35,15 @@ log = logging.getLogger(__name__)
 FALLBACK_PROTECTED = ("model.py", "binding.py", "include/", "SKILL.md", ".cuda_agent/")
 DECOY_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.ssh/id_rsa")
 DECOY_DIRS = ("/root/.ssh", "/home")
+ORDINARY_PATHS = ("/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/etc", "/run", "/opt", "/workspace")
 MAX_READ_BYTES = 16 << 20
 SIGXFSZ_EXIT = 128 + 25
+
+
+def _overlaps(path: str, others: Sequence[str]) -> bool:
+    """Whether ``path`` is one of ``others``, lies inside one, or contains one."""
+    return any(path == o or path.startswith(o.rstrip("/") + "/") or o.startswith(path.rstrip("/") + "/")
+               for o in others)
 
 
 def protected_paths() -> tuple[str, ...]:
@@ -130,9 +137,10 @@ class Sandbox:
         rw = [str(Path(p).resolve()) for p in extra_rw]
         if sensitive is None:
             sensitive = [self.workspace.parent, Path.cwd()]
-        self.sensitive = tuple(str(Path(p).resolve()) for p in sensitive if str(Path(p).resolve()) != "/")
         bound = [self.workspace_mount, "/usr", "/proc", "/dev", "/tmp", "/run", "/opt", *python_roots(),
                  *cuda_roots(), *ro, *rw]
+        self.sensitive = tuple(p for p in dict.fromkeys(str(Path(x).resolve()) for x in sensitive)
+                               if p not in ORDINARY_PATHS and not _overlaps(p, bound))
         files.update(self._decoys(bound))
         env = {"PATH": inside_path_env(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb",
                "USER": "agent", "PYTHONDONTWRITEBYTECODE": "1", "CUDA_AGENT_WORKSPACE": self.workspace_mount,
@@ -142,7 +150,7 @@ class Sandbox:
                 env[var] = os.environ[var]
         self._layout = Layout(self.workspace, self.workspace_mount, protected=tuple(p.rstrip("/") for p in
                               self.protected), ro=tuple(ro), rw=tuple(rw), files=files, ro_dirs=ro_dirs,
-                              tmp_bytes=self.limits.tmp_bytes, env=env)
+                              tmp_bytes=self.limits.tmp_bytes, env=env, chdir="/")
         self._usage = disk_usage(self.workspace)
         self._seccomp_path: Path | None = None
         program = no_userns_filter() if self.identity == "setuid" else None
@@ -183,8 +191,7 @@ class Sandbox:
         """Canary files at sensitive paths, watched with inotify: opening one is a read attempt, whatever trick
         was used to spell its path."""
         def clashes(path: str) -> bool:
-            return any(path == b or path.startswith(b.rstrip("/") + "/") or b.startswith(path.rstrip("/") + "/")
-                       for b in bound if b != "/tmp")
+            return _overlaps(path, [b for b in bound if b != "/tmp"])
 
         decoy_root = self._state / "decoys"
         decoy_root.mkdir()
