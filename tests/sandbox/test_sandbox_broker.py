@@ -67,3 +67,19 @@ def test_client_is_fast_and_stdlib_only(workspace: Path) -> None:
         r = sb.exec("python -X importtime -S /opt/cuda-agent/bin/cuda-agent build 2>&1 >/dev/null | "
                     "grep -c -E 'torch|numpy|cuda_agent' || true")
     assert r.stdout.strip() == "0"
+
+
+def test_malformed_and_stalled_requests_do_not_hurt_the_broker(workspace: Path, monkeypatch) -> None:
+    from cuda_agent.sandbox import broker as broker_mod
+
+    monkeypatch.setattr(broker_mod, "REQUEST_TIMEOUT_S", 0.5)
+    handler = Recorder()
+    with Broker(handler) as broker, Sandbox(workspace, broker=broker) as sb:
+        junk = sb.exec("python -c \"import socket; s=socket.socket(socket.AF_UNIX); "
+                       "s.connect('/run/cuda-agent/broker.sock'); s.sendall(b'not json\\n'); print(s.recv(999))\"")
+        stalled = sb.exec("python -c \"import socket, time; s=socket.socket(socket.AF_UNIX); "
+                          "s.connect('/run/cuda-agent/broker.sock'); s.sendall(b'{'); print(s.recv(999))\"")
+        after = sb.exec("cuda-agent build")
+    assert "bad request" in junk.stdout
+    assert stalled.stdout.strip() == "b''"
+    assert after.returncode == 0 and handler.calls and handler.calls[-1][0] == "build"

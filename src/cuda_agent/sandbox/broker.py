@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 COMMANDS = ("build", "verify", "profile", "submit")
 SOCKET_NAME = "broker.sock"
 MAX_REQUEST_BYTES = 1 << 20
+REQUEST_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,21 @@ class Broker:
             threading.Thread(target=self._serve, args=(conn, workspace), daemon=True).start()
 
     def _serve(self, conn: socket.socket, workspace: Path) -> None:
+        """Read one request (a client that stalls is dropped after REQUEST_TIMEOUT_S), answer, reply."""
         with conn:
+            conn.settimeout(REQUEST_TIMEOUT_S)
             try:
-                reply = self._answer(_read_request(conn), workspace)
+                request = _read_request(conn)
+            except OSError as exc:
+                log.info("cuda-agent request for %s not received: %s", workspace, exc)
+                return
             except ValueError as exc:
                 reply = BrokerReply(f"cuda-agent: bad request: {exc}", 2)
+            else:
+                try:
+                    reply = self._answer(request, workspace)
+                except ValueError as exc:
+                    reply = BrokerReply(f"cuda-agent: bad request: {exc}", 2)
             try:
                 conn.sendall(json.dumps({"text": reply.text, "exit_code": reply.exit_code}).encode() + b"\n")
             except OSError as exc:
