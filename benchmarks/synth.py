@@ -27,6 +27,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kernelbench", default=None)
     parser.add_argument("--fresh", action="store_true", help="delete an earlier state file first")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile filter (smoke tests only)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -42,7 +43,8 @@ def main() -> int:
     print(f"[{crawl_s:5.1f}s] catalog: {len(catalog)} operators, {len(catalog.composable())} composable, "
           f"{len(catalog.standalone())} standalone, {len(catalog.dropped)} dropped", flush=True)
     catalog.save(args.out.with_name(args.out.name + ".catalog.json"))
-    filters = FilterConfig(device=args.device, min_ms=1.0, max_ms=100.0, max_input_bytes=4 << 30)
+    filters = FilterConfig(device=args.device, min_ms=1.0, max_ms=100.0, max_input_bytes=2 << 30,
+                           check_compile=not args.no_compile)
     config = SynthConfig(n=args.n, seed=args.seed, workers=args.workers, task_timeout_s=args.task_timeout,
                          time_budget_s=args.budget, kernelbench=args.kernelbench, filters=filters)
     run = SynthRun(RuleComposer(catalog, seed=args.seed), config, args.out,

@@ -92,3 +92,12 @@ def test_compile_filter_runs_compiles_and_compares(make_task) -> None:
     assert run_filters(diverging, config).reason == "compile_mismatch"
     broken = FilterConfig(min_ms=0.0, max_ms=10_000.0, compile_backend="no_such_backend")
     assert run_filters(good, broken).reason == "compile_failed"
+
+
+@pytest.mark.gpu
+def test_gpu_run_grows_a_small_task_into_the_1_to_100_ms_band_and_compiles(make_task) -> None:
+    code = make_task("        return torch.sigmoid(x) * torch.tanh(x) + x", batch=1, dim=4096)
+    result = run_filters(code, FilterConfig(device="cuda", min_ms=1.0, max_ms=100.0))
+    assert result.ok, result
+    assert 1.0 <= result.runtime_ms <= 100.0 and result.scale > 1
+    assert result.compile_s is not None
