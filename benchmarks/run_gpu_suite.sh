@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator profile pool agent bench synth
+# Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
+export CUDA_AGENT_KERNELBENCH="${CUDA_AGENT_KERNELBENCH:-$PWD/.carry/kernelbench}"
+stages=("$@")
+(( ${#stages[@]} )) || stages=(info tests compile evaluator profile pool agent bench synth)
+summary="$OUT/summary.txt"
+: > "$summary"
+
+stage() {  # stage NAME TIMEOUT_S COMMAND...
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  echo "=== $name ($(date -u +%H:%M:%S))" | tee -a "$OUT/all.log"
+  timeout --kill-after=10 "$limit" "$@" >>"$OUT/all.log" 2>&1
+  local rc=$?
+  printf '%-10s rc=%-3s %4ss\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$summary"
+}
+
+for s in "${stages[@]}"; do
+  case "$s" in
+    info) stage info 60 bash -c 'nvidia-smi; python3 -c "import torch,sys;print(sys.version, torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"; nvcc --version | tail -1; nproc' ;;
+    tests) stage tests 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests ;;
+    compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
+    evaluator) stage evaluator 300 python3 benchmarks/evaluator.py ;;
+    profile) stage profile 180 python3 benchmarks/profile_repeatability.py ;;
+    pool) stage pool 240 python3 benchmarks/pool.py --gpu ;;
+    agent) stage agent 240 python3 benchmarks/agent_episode.py ;;
+    bench) stage bench 400 python3 benchmarks/bench_offline.py ;;
+    synth) stage synth 420 python3 benchmarks/synth.py --out /tmp/synth_tasks.parquet ;;
+    *) echo "unknown stage $s" | tee -a "$summary" ;;
+  esac
+done
+tar czf "$OUT/results.tgz" benchmarks/results benchmarks/logs benchmarks/reports 2>/dev/null
+cat "$summary"
