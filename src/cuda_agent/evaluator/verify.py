@@ -449,9 +449,12 @@ class Verifier:
     def _runtime_audit(self) -> None:
         inputs = reference.make_inputs(self.module, self.seeds[0] ^ 0xA0D17, self.device)
         assert self.model is not None
-        for rule, detail in runtime_audit.audit_kernels(self.model, inputs, cand=self.cand, strict=self.config.mode == "strict",
-                                                        fp32_task=self.fp32, notes=self.notes):
+        self._integrity("before the kernel audit")
+        for rule, detail in runtime_audit.audit_kernels(self.model, inputs, cand=self.cand,
+                                                        strict=self.config.mode == "strict", fp32_task=self.fp32,
+                                                        notes=self.notes):
             self.fire(rule, detail)
+        self.snapshot.refresh_threads()  # the profiler's own (CUPTI) threads are the evaluator's, not the candidate's
         self.checks.append("runtime_kernel_audit")
 
     def _profile(self, common: dict[str, Any]) -> EvalResult:

@@ -177,7 +177,12 @@ class Snapshot:
                 changed.append(f"sys.modules[{name!r}]")
                 continue
             current = _namespace_items(name) or {}
+            # Private module globals of torch and the stdlib change legitimately (lazy caches, version probes);
+            # the evaluator's own modules are checked in full (their private names are the trusted bindings).
+            check_private = name.startswith("cuda_agent.evaluator")
             for key, value in items.items():
+                if key.startswith("_") and not check_private:
+                    continue
                 now = current.get(key, _MISSING)
                 if now is not value and not isinstance(value, types.ModuleType):
                     changed.append(f"{name}.{key}")
