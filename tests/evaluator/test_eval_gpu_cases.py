@@ -34,7 +34,7 @@ def test_gpu_case(case: Case, warm_worker, tmp_path: Path) -> None:
     root = materialise(case, tmp_path)
     honest = case.expect == "correct"
     config = EvalConfig(mode=case.mode, profile=honest, reps=20, warmup=3,
-                        timeout_s=40 if case.expect == "timeout" else 600)
+                        timeout_s=25 if case.expect == "timeout" else 600)
     result = evaluate(case.load_task(), root, config, worker=warm_worker)
     if honest:
         assert result.stage == "timed" and result.correct, (result.stage, result.reason, result.rule_names,

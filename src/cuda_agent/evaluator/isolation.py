@@ -132,7 +132,10 @@ class WarmWorker:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.evaluator.worker", "--serve", self.socket_path],
             stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "server.log"), "wb"),
-            stdin=subprocess.DEVNULL, env=_child_env(self._env), start_new_session=True,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            # torch.cuda.is_available() through NVML, not cuInit: a driver initialised before fork is unusable
+            # in the forked children, and the server must stay CUDA-free.
+            env=_child_env({"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})}),
         )
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()

@@ -105,6 +105,8 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
 
 def serve(socket_path: str) -> None:
     _preload()
+    if torch.cuda.is_initialized():
+        raise RuntimeError("the warm worker initialised CUDA before forking; forked evaluations could not use it")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped automatically
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
