@@ -35,7 +35,6 @@ RULES: dict[str, str] = {
     "distribution_specialized": "the result is only correct for get_inputs' value distribution",
     "audit_evasion": "the candidate behaves differently when audited than when timed",
     "below_speed_of_light": "the candidate was timed faster than the hardware can possibly run the task",
-    "nondeterministic_structure": "forward returned outputs of varying structure between calls",
 }
 
 
