@@ -1,36 +1,14 @@
 """`cuda-agent eval`: evaluate one solution against one task, print a table, write JSON."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from cuda_agent.errors import CudaAgentError, TaskError
-
-
-def resolve_task(spec: str):  # -> Task
-    """A task file, or a KernelBench id like ``L1/19_ReLU`` (or ``L1/19``) found under `kernelbench_root()`."""
-    from cuda_agent.tasks import load_task_file
-    from cuda_agent.testing import kernelbench_root
-
-    path = Path(spec)
-    if path.is_file():
-        return load_task_file(path)
-    match = re.fullmatch(r"[Ll](?:evel)?(\d)/(.+?)(?:\.py)?", spec)
-    if match is None:
-        raise TaskError(f"{spec}: not a task file nor a KernelBench id like L1/19_ReLU")
-    root = kernelbench_root()
-    if root is None:
-        raise TaskError(f"{spec}: no KernelBench data found; set CUDA_AGENT_KERNELBENCH to its task folder")
-    level, name = int(match.group(1)), match.group(2)
-    folder = root / f"level{level}"
-    candidates = [folder / f"{name}.py"] if (folder / f"{name}.py").is_file() else sorted(folder.glob(f"{name}_*.py"))
-    if not candidates:
-        raise TaskError(f"{spec}: no task {name} in {folder}")
-    return load_task_file(candidates[0], source="kernelbench", level=level)
+from cuda_agent.errors import CudaAgentError
+from cuda_agent.tasks import resolve_task
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:

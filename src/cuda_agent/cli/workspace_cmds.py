@@ -27,12 +27,13 @@ def _workspace(path: Path):
 
 
 def _evaluate(path: Path, profile: bool, breakdown: bool = False) -> None:
+    from cuda_agent.cli.eval import render
     from cuda_agent.evaluator import EvalConfig, evaluate
-    from cuda_agent.evaluator.report import render_text
 
     workspace = _workspace(path)
-    result = evaluate(workspace.task, workspace.root, EvalConfig(profile=profile, breakdown=breakdown))
-    console.print(render_text(result))
+    with console.status("verifying and profiling ..." if profile else "verifying ..."):
+        result = evaluate(workspace.task, workspace.root, EvalConfig(profile=profile, kernel_breakdown=breakdown))
+    render(result, console)
     raise typer.Exit(0 if result.correct else 1)
 
 

@@ -82,7 +82,7 @@ class LaunchAudit:
 _REDUCED = re.compile(
     r"c10::half|c10::bfloat16|__half|\bhalf2?\b|__nv_bfloat|nv_bfloat16|cutlass::half_t|cutlass::bfloat16_t"
     r"|cutlass::tfloat32_t|tfloat32|bf16|fp16|f16|tf32|fp8|e4m3|e5m2|(?<!u)int8|imma"
-    r"|nvjet_[a-z]{0,2}[hbt][a-z]{0,2}_"
+    r"|nvjet_(?:sm\d+_)?[a-z]{0,2}[hbt][a-z]{0,2}_"
     r"|(?<![a-z0-9])[hs](?:884|1688|16816|16832|8816)(?:gemm|tf32|bf16)?"
     r"|xmma_gemm_h|hgemm|bgemm",
     re.IGNORECASE,

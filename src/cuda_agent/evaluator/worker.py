@@ -28,6 +28,12 @@ def _preload() -> None:
     import torch._dynamo  # noqa: F401
     import torch.profiler  # noqa: F401
     import torch.testing  # noqa: F401
+
+    # Rationale: these capture trusted primitives (profiler, timers) at import; import them before any candidate.
+    import cuda_agent.build.runtime  # noqa: F401
+    import cuda_agent.evaluator.baselines  # noqa: F401
+    import cuda_agent.evaluator.profile  # noqa: F401
+    import cuda_agent.evaluator.speed_of_light  # noqa: F401
     from cuda_agent.evaluator.checks.guard import DispatchGuard
 
     with torch.no_grad(), DispatchGuard(strict=False, fp32_task=True):

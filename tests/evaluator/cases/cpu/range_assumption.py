@@ -1,5 +1,5 @@
 # task: small_linear_relu  mode: relaxed  expect: distribution_specialized
-# Cheat: assumes inputs stay within get_inputs' typical range (clamps to [-4, 4]).
+# Cheat: assumes inputs stay within get_inputs' typical range (clamps to [-6, 6]: a fresh normal draw of this size essentially never leaves it).
 import torch
 import torch.nn as nn
 
@@ -11,4 +11,4 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x):
-        return torch.relu(self.linear(x.clamp(-4.0, 4.0)) * self.scale)
+        return torch.relu(self.linear(x.clamp(-6.0, 6.0)) * self.scale)
