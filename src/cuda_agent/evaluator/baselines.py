@@ -90,9 +90,9 @@ def environment_key_parts(device: torch.device | None = None) -> dict[str, str |
 
 
 def default_cache_dir() -> Path:
-    """``$CUDA_AGENT_CACHE_DIR/baselines``, else ``~/.cache/cuda-agent/baselines``."""
-    root = os.environ.get("CUDA_AGENT_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "cuda-agent"
+    """``$CUDA_AGENT_CACHE/baselines``, else ``~/.cache/cuda-agent/baselines`` (the build cache's sibling)."""
+    root = os.environ.get("CUDA_AGENT_CACHE")
+    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuda-agent"
     return base / "baselines"
 
 
