@@ -26,14 +26,16 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...
 for s in "${stages[@]}"; do
   case "$s" in
     info) stage info 60 bash -c 'nvidia-smi; python3 -c "import torch,sys;print(sys.version, torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"; nvcc --version | tail -1; nproc' ;;
-    tests) stage tests 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests ;;
+    # the evaluator's GPU cases other than hang / illegal_address run in the `evaluator` stage (benchmarks/evaluator.py)
+    tests) stage tests 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests -k "not test_gpu_case or hang or illegal_address" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
+    evalcases) stage evalcases 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests/evaluator/test_eval_gpu_cases.py ;;
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
     evaluator) stage evaluator 300 python3 benchmarks/evaluator.py ;;
     profile) stage profile 180 python3 benchmarks/profile_repeatability.py ;;
-    pool) stage pool 240 python3 benchmarks/pool.py --gpu ;;
+    pool) stage pool 200 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 30 --seconds-loaded 45 ;;
     agent) stage agent 240 python3 benchmarks/agent_episode.py ;;
-    bench) stage bench 400 python3 benchmarks/bench_offline.py ;;
-    synth) stage synth 420 python3 benchmarks/synth.py --out /tmp/synth_tasks.parquet ;;
+    bench) stage bench 300 python3 benchmarks/bench_offline.py --budget-s 240 ;;
+    synth) stage synth 330 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 200 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac
 done

@@ -44,7 +44,7 @@ def test_dry_run_writes_task_rows_and_the_verl_config(tmp_path):
 
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    from conftest import RELU
+    from rl_samples import RELU
 
     (tasks / "relu.py").write_text(RELU)
     cfg = load_stage_config(config_path("ppo"), [f"tasks={tasks}", f"output_dir={tmp_path / 'out'}", "max_turns=40"])

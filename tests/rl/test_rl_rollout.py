@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from conftest import KERNEL, MODEL_NEW, call_text
+from rl_samples import KERNEL, MODEL_NEW, call_text
 from cuda_agent.rl.chat import IM_END, ChatFormat
 from cuda_agent.rl.envfactory import make_env
 from cuda_agent.rl.rollout import RolloutLimits, run_token_episode, tokenize_conversation

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import KERNEL, MODEL_NEW, call_text
+from rl_samples import KERNEL, MODEL_NEW, call_text
 
 verl = pytest.importorskip("verl", reason="verl is not installed (pip install verl)")
 pytest.importorskip("transformers")

@@ -44,6 +44,11 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
     cache = BaselineCache(config.baseline_cache_dir)
 
     def measure() -> Any:
+        # Rationale: inductor's parallel compile starts worker processes and timer threads that outlive the
+        # compile; in the evaluation process they would read as the candidate's background threads.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1
         sets = [probe] + [reference.make_inputs(module, s, device) for s in seeds[1:n_sets]]
         return measure_baselines(ref_model, sets, warmup=config.warmup, reps=config.reps, key=key)
 

@@ -54,6 +54,13 @@ class CandidateError(Exception):
         self.violations = violations or []
 
 
+def _release_cached_memory(cuda: bool) -> None:
+    """Large tasks (KernelBench has 6 GB inputs) need each phase's tensors gone before the next phase allocates."""
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 class Verifier:
     """Runs the checks for one candidate. ``run`` returns the final EvalResult."""
 
@@ -364,6 +371,13 @@ class Verifier:
         if not (self.fp32 and self.config.precision_probe):
             return
         inputs = reference.make_inputs(self.module, self.seeds[self.config.n_trials + 3], self.device)
+        if self.cuda:
+            need = 6 * sum(x.numel() * x.element_size() for x in inputs if isinstance(x, _Tensor))
+            free, _ = torch.cuda.mem_get_info(self.device)
+            if need > free // 2:
+                self.notes.append(f"precision probe skipped: float64 copies of these inputs need about {need >> 30} "
+                                  f"GiB, over half the free device memory ({free >> 30} GiB)")
+                return
         try:
             ref64 = copy.deepcopy(self.ref_model).double()
             inputs64 = [x.double() if isinstance(x, _Tensor) and x.dtype.is_floating_point else x for x in inputs]
@@ -418,13 +432,16 @@ class Verifier:
                 last = (args, clone)
             keep_alive = args  # fresh addresses: the next set's buffers cannot reuse this one's memory
             del inputs, golden, out
-        del keep_alive
+        del keep_alive, previous
+        _release_cached_memory(self.cuda)
         self.checks += ["fresh_inputs", "dispatcher_guard", "canaries", "poison", "input_mutation", "threads",
                         "integrity", "audit_hook"]
         all_passed = passed == n
         if all_passed and last is not None:
             self._cache_probe(last[0], last[1], self.seeds[n + 1] ^ 0x5EED)
             self.checks.append("cache_probe")
+            last = None
+            _release_cached_memory(self.cuda)
             self._unaudited_call()
         self._variants(all_passed)
         if all_passed:
@@ -432,6 +449,7 @@ class Verifier:
         if all_passed and not self.violations and self.cuda and self.config.runtime_audit:
             self._runtime_audit()
         verify_s = _perf() - started
+        _release_cached_memory(self.cuda)
         common = dict(solution_kind=self.cand.kind, device=str(self.device), checks_run=tuple(self.checks),
                       notes=tuple(self.notes), build_seconds=self.cand.build_seconds, verify_seconds=verify_s,
                       max_abs_error=self.max_abs, max_rel_error=self.max_rel, input_sets_checked=self.sets_checked)
