@@ -150,12 +150,15 @@ def gpu_mode(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]
                 return client.submit(job)
 
         with GpuUtilSampler() as sampler:
-            loaded = closed_loop(_RoundRobin(), make, clients=args.clients, seconds=args.seconds_loaded)
+            loaded = closed_loop(_RoundRobin(), make, clients=args.clients, seconds=args.seconds_loaded, drain=False)
+        # minutes of queued work remain: cancel it, let the running evaluation finish (its interval inside the
+        # window counts as busy), then read the timeline
+        pool.close(wait=True, cancel_pending=True)
+        timeline = pool.timeline()
         for client in clients:
             client.close()
         server.shutdown()
         server.server_close()
-        timeline = pool.timeline()
     busy = busy_fraction(timeline, loaded.window).get(gpu, 0.0)
     util = sampler.mean(int(gpu) if gpu.isdigit() else 0)
     overlaps = overlapping_jobs(timeline)

@@ -32,10 +32,10 @@ for s in "${stages[@]}"; do
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
     evaluator) stage evaluator 300 python3 benchmarks/evaluator.py ;;
     profile) stage profile 180 python3 benchmarks/profile_repeatability.py ;;
-    pool) stage pool 200 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 30 --seconds-loaded 45 ;;
+    pool) stage pool 150 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 25 --seconds-loaded 40 ;;
     agent) stage agent 240 python3 benchmarks/agent_episode.py ;;
-    bench) stage bench 300 python3 benchmarks/bench_offline.py --budget-s 240 ;;
-    synth) stage synth 330 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 200 ;;
+    bench) stage bench 220 python3 benchmarks/bench_offline.py --budget-s 160 ;;
+    synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac
 done

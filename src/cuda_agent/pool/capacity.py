@@ -3,6 +3,7 @@ exclusivity from the workers' own timestamps (used by benchmarks/pool.py and ben
 from __future__ import annotations
 
 import threading
+from concurrent.futures import TimeoutError as FutureTimeout
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -36,10 +37,12 @@ class LoadReport:
 
 
 def closed_loop(pool: Any, make_job: Callable[[int, int], EvalJob], *, clients: int, seconds: float,
-                progress: Callable[[int], None] | None = None) -> LoadReport:
+                progress: Callable[[int], None] | None = None, drain: bool = True) -> LoadReport:
     """Run ``clients`` threads that each submit ``make_job(client, n)`` and wait for it, for ``seconds``.
 
-    Jobs still running at the end are waited for but not counted."""
+    Jobs still running at the end are not counted; with ``drain`` they are waited for, without it the clients stop
+    waiting when the window closes (with many clients on few GPUs the queue holds minutes of work by then: close
+    the pool with ``cancel_pending=True`` afterwards)."""
     start = time.time()
     end = start + seconds
     lock = threading.Lock()
@@ -48,8 +51,15 @@ def closed_loop(pool: Any, make_job: Callable[[int, int], EvalJob], *, clients: 
     def client(index: int) -> None:
         n = 0
         while time.time() < end:
-            result = pool.submit(make_job(index, n)).result()
+            future = pool.submit(make_job(index, n))
             n += 1
+            if drain:
+                result = future.result()
+            else:
+                try:
+                    result = future.result(timeout=max(0.05, end - time.time()))
+                except FutureTimeout:
+                    return
             with lock:
                 finished.append((time.time(), result.stage))
                 if progress:
@@ -59,7 +69,7 @@ def closed_loop(pool: Any, make_job: Callable[[int, int], EvalJob], *, clients: 
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(None if drain else max(0.0, end - time.time()) + 5.0)
     inside = [(t, stage) for t, stage in finished if t <= end]
     stages: dict[str, int] = defaultdict(int)
     for _, stage in inside:
