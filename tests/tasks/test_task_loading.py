@@ -119,3 +119,15 @@ def test_resolve_kernelbench_ids():
     assert resolve_task("level2/1").level == 2
     with pytest.raises(TaskError, match="no task 999"):
         resolve_task("L1/999")
+
+
+def test_rows_in_the_hub_kernelbench_layout():
+    """The hub's KernelBench splits carry code, level, name and problem_id: ids match the folder loader's."""
+    from cuda_agent.tasks import load_rows
+
+    rows = [{"code": GOOD, "level": 1, "name": "19_ReLU", "problem_id": 19},
+            {"code": GOOD.replace("get_inputs", "make_inputs"), "level": 2, "name": "7_Broken", "problem_id": 7}]
+    task_set = load_rows(rows, source="kernelbench-hf", origin="hub:level_1")
+    assert [t.id for t in task_set] == ["L1/19_ReLU"]
+    assert task_set[0].level == 1 and task_set[0].metadata["problem_id"] == 19
+    assert "missing get_inputs" in task_set.failures[0].reason and task_set.failures[0].origin == "hub:level_1#1"
