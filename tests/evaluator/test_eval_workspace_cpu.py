@@ -68,3 +68,20 @@ def test_reading_the_reference_is_caught(task, tmp_path: Path, warm_worker) -> N
     ws = create_workspace(task, tmp_path / "ws", solution={"model_new.py": source})
     result = evaluate(task, ws.root, CFG, worker=warm_worker)
     assert "evaluator_access" in result.rule_names, (result.stage, result.reason, result.rule_names)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+                    reason="needs nvcc")
+def test_cuda_kernels_without_a_gpu_are_built_then_refused_clearly(task, tmp_path: Path, warm_worker) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    kernel = ('#include "cuda_agent.h"\n__global__ void k(float* y) { y[0] = 1.f; }\n'
+              "void f(ca::Tensor x) { k<<<1, 1, 0, ca::stream()>>>(x.data_ptr<float>()); }\nCA_EXPORT(f);\n")
+    ws = create_workspace(task, tmp_path / "ws", solution={"model_new.py": HONEST, "kernels/k.cu": kernel})
+    result = evaluate(task, ws.root, EvalConfig(mode="relaxed", profile=False, timeout_s=180, arch="90"),
+                      worker=warm_worker)
+    assert result.stage == "runtime_error" and "no CUDA GPU" in result.reason, (result.stage, result.reason)
+    assert result.input_sets_checked == 0

@@ -91,6 +91,14 @@ def _fp32_task(inputs: list[Any], outputs: Any) -> bool:
 def _evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResult:
     device = resolve_device(config.device)
     kind = candidate_mod.solution_kind(solution)
+    if kind == "workspace" and device.type != "cuda" and any((solution / "kernels").glob("*.cu")):
+        # CUDA kernels cannot run here. Protection and the build are still checked (an agent on a CPU machine acts
+        # on those), but running the reference on the CPU first would only burn minutes (KernelBench inputs reach
+        # 6 GiB) before the first kernel call fails.
+        candidate_mod.prepare_workspace(solution, task, arch=config.arch, cache_dir=config.build_cache_dir)
+        raise candidate_mod.CandidateLoadError(
+            "runtime_error", "built, but no CUDA GPU here (torch.cuda.is_available() is false) to run the kernels: "
+                             "evaluate on a GPU host, or submit to a GPU pool (cuda-agent serve)")
     hook = audit()
     module = reference.load_task_module(task.code, f"<task {task.id}>")
     seeds = reference.fresh_seeds(config.n_trials + 4, config.seed)
