@@ -133,6 +133,8 @@ def main() -> int:
         "ppo": common + tasks + stand_in + [f"actor_path={work}/rft/actor", f"output_dir={work}/ppo", f"total_steps={steps}",
                                     "global_batch=2", "rollout.n=2", "max_turns=2", "max_tokens_per_turn=24",
                                     "max_response_tokens=160", "max_prompt_tokens=192", "actor_lr=1e-4",
+                                    f"critic_path={work}/critic/critic", "critic_lr=1e-4", "mini_batch=1",
+                                    "small.ppo_algorithm=ppo", "small.ppo_epochs=2",
                                     "env={sandbox: local, max_turns: 150}"],
     }
     shutil.rmtree(LOGS, ignore_errors=True)
@@ -155,8 +157,8 @@ def main() -> int:
         stages_run += 1
         metrics.update(result.metrics)
         details["machine_per_stage"][stage] = machine_description()  # type: ignore[index]
-        details["engine_per_stage"][stage] = "TRL GRPOTrainer" if stage in ("warmup", "ppo") else (  # type: ignore[index]
-            "TRL SFTTrainer" if stage == "rft" else "transformers Trainer (critic loss)" if stage == "critic" else
+        details["engine_per_stage"][stage] = "TRL GRPOTrainer" if stage == "warmup" else (  # type: ignore[index]
+            _ppo_engine(cfg) if stage == "ppo" else "TRL SFTTrainer" if stage == "rft" else "transformers Trainer (critic loss)" if stage == "critic" else
             "token-level agent loop + transformers generate")
         details["seconds_per_stage"][stage] = round(time.monotonic() - t0, 1)  # type: ignore[index]
         for name in ("log", "filter"):
@@ -179,6 +181,14 @@ def main() -> int:
     return 0 if stages_run == 5 else 1
 
 
+def _ppo_engine(cfg: object) -> str:
+    algorithm = cfg.get("small.ppo_algorithm", "ppo")  # type: ignore[attr-defined]
+    if algorithm == "ppo":
+        return (f"algorithm ppo with the critic from {cfg.get('critic_path')} (cuda_agent.rl.ppo_small: "  # type: ignore[attr-defined]
+                "clipped token-level loss 0.2/0.28, GAE gamma 1 lambda 0.95, observation tokens masked)")
+    return "algorithm grpo: TRL GRPOTrainer + EnvRollout (no critic)"
+
+
 def plot(folder: Path) -> None:
     """Loss and reward curves of each stage's trainer log (PNG)."""
     import matplotlib
@@ -195,7 +205,11 @@ def plot(folder: Path) -> None:
     for stage, rows in series.items():
         pts = [(r["step"], r["loss"]) for r in rows if "loss" in r and "step" in r]
         if pts:
-            axes[0].plot(*zip(*pts), marker="o", label=stage)
+            axes[0].plot(*zip(*pts), marker="o", label=stage + (" (policy + value)" if stage == "ppo" else ""))
+        for key in ("policy_loss", "value_loss"):
+            kpts = [(r["step"], r[key]) for r in rows if key in r and "step" in r]
+            if kpts:
+                axes[0].plot(*zip(*kpts), marker=".", linestyle="--", label=f"{stage} {key.replace('_', ' ')}")
         rpts = [(r["step"], r["reward"]) for r in rows if "reward" in r and "step" in r]
         if rpts:
             axes[1].plot(*zip(*rpts), marker="o", label=stage)

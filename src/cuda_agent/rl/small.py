@@ -7,9 +7,11 @@
 - rft: the filter, then TRL ``SFTTrainer`` on the kept conversations, loss on model tokens only.
 - critic: the transformers ``Trainer`` on a token-classification value head initialised from the actor; targets
   from `cuda_agent.rl.critic` (outcome reward at the final model token, GAE gamma 1, lambda 0.95, MSE).
-- ppo: TRL ``GRPOTrainer`` with the environment adapter (`cuda_agent.rl.trl_adapter`) as its ``rollout_func``.
-  TRL has no critic-based PPO with environment hooks, so this path uses group-relative advantages (GRPO), not the
-  pre-trained critic; the verl path is PPO with the critic.
+- ppo (``small.ppo_algorithm``): ``ppo`` (default) is agentic multi-turn PPO from the RFT actor and the pre-trained
+  critic (`cuda_agent.rl.ppo_small`: clipped token-level loss 0.2 / 0.28, GAE gamma 1 / lambda 0.95, observation
+  tokens masked; our own torch loop, since TRL has no critic-based PPO with environment hooks); ``grpo`` is TRL
+  ``GRPOTrainer`` with the environment adapter (`cuda_agent.rl.trl_adapter`) as its ``rollout_func``
+  (group-relative advantages, no critic).
 """
 from __future__ import annotations
 
@@ -28,8 +30,11 @@ log = logging.getLogger(__name__)
 def run_small_stage(cfg: StageConfig, progress: Callable[[str, int, int], None] | None = None) -> StageResult:
     out = out_dir_of(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    runner = {"warmup": _warmup, "collect": _collect, "rft": _rft, "critic": _critic, "ppo": _ppo}[cfg.stage]
-    metrics, files = runner(cfg, out)
+    if cfg.stage == "ppo":
+        metrics, files = _ppo(cfg, out, progress)
+    else:
+        runner = {"warmup": _warmup, "collect": _collect, "rft": _rft, "critic": _critic}[cfg.stage]
+        metrics, files = runner(cfg, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return StageResult(cfg.stage, "trl", out, metrics, files)
 
@@ -251,6 +256,7 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
 
     from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
     from cuda_agent.rl.filters import FilterConfig, select
+    from cuda_agent.rl.ppo_small import token_values
 
     source = str(cfg.require("actor_path"))
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -274,9 +280,8 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
         """The transformers Trainer with the critic's loss: MSE to GAE returns over model tokens."""
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[override]
-            values = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits[..., 0]
-            # verl's critic reads the value at token t from the hidden state that predicts token t+1
-            values = torch.cat([values[:, :-1], torch.zeros_like(values[:, :1])], dim=1)
+            # the value of token t is read at position t - 1, the state before the token (as verl and the ppo stage)
+            values = token_values(model, inputs["input_ids"], inputs["attention_mask"])
             mask = inputs["response_mask"]
             with torch.no_grad():
                 rewards = outcome_rewards(mask, inputs["reward"])
@@ -299,7 +304,21 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
             {"critic": str(final), "log": _save_log(out, "critic", _history(trainer))})
 
 
-def _ppo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _ppo(cfg: StageConfig, out: Path,
+         progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+    from cuda_agent.errors import ConfigError
+
+    algorithm = str(cfg.get("small.ppo_algorithm", "ppo"))
+    if algorithm == "ppo":
+        from cuda_agent.rl.ppo_small import run_ppo_stage
+
+        return run_ppo_stage(cfg, out, progress)
+    if algorithm != "grpo":
+        raise ConfigError(f"{cfg.source or 'ppo'}: small.ppo_algorithm must be ppo or grpo, got {algorithm!r}")
+    return _ppo_grpo(cfg, out)
+
+
+def _ppo_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from datasets import Dataset
     from trl import GRPOTrainer
 

@@ -1,0 +1,247 @@
+"""Agentic multi-turn PPO with a critic on the small-scale path (engine ``trl``, ``small.ppo_algorithm: ppo``).
+
+Each step rolls out ``global_batch`` episodes with the actor (`run_token_episode` over a fresh `AgentEnv`, exactly
+as the GRPO path and the collect stage play them; tasks round-robin, each repeated ``rollout.n`` times), then:
+
+1. old log-probabilities of every token from the actor (no gradient; logits divided by the sampling temperature)
+   and values from the critic (the critic stage's output: a one-label token-classification model);
+2. advantages and returns with `cuda_agent.rl.critic.gae_targets` (outcome reward at the final model token,
+   gamma 1, lambda 0.95, observation tokens skipped), advantages whitened over model tokens;
+3. ``small.ppo_epochs`` epochs of minibatch updates: the token-level clipped policy loss with asymmetric clipping
+   (``clip_ratio_low`` / ``clip_ratio_high``) and the critic's squared error, both aggregated token-mean over the
+   ``response_mask`` (observation and prompt tokens carry no loss), AdamW at ``actor_lr`` / ``critic_lr``.
+
+Why a hand-written loop here: the issue asks the RFT and critic stages to reuse the engines' trainers, and they
+do; TRL 1.x has no critic-based PPO trainer that accepts an environment rollout, so this one loop is ours, in pure
+torch over transformers models. The verl path runs verl's own PPO (``main_ppo`` + `CudaAgentLoop`) instead.
+Differences from verl's PPO kept on purpose for a small CPU/GPU run: no dual-clip on negative advantages, no
+value clipping, no KL term (the paper's recipe uses none).
+
+Value convention (shared with the critic stage): the value of token ``t`` is read from the critic's output at
+position ``t - 1`` (the state before the token was generated), as verl does.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """Hyper-parameters of one PPO update (see the module docstring); defaults are the paper's."""
+
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    gamma: float = 1.0
+    lam: float = 0.95
+    epochs: int = 1
+    mini_batch: int = 256
+    temperature: float = 1.0
+    max_grad_norm: float = 1.0
+    whiten: bool = True
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """Means over the minibatch updates of one PPO step."""
+
+    policy_loss: float
+    value_loss: float
+    clip_fraction: float
+    approx_kl: float
+    updates: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Episodes as padded tensors: full sequences (prompt + response), ``mask`` 1 on model tokens only."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    mask: torch.Tensor
+    rewards: torch.Tensor
+
+
+def clipped_policy_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
+                        mask: torch.Tensor, clip_low: float = 0.2,
+                        clip_high: float = 0.28) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-level clipped surrogate, token-mean over ``mask``: ``(loss, clip_fraction)``.
+
+    Per token: ``max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))`` with ``r = exp(logp - old_logp)``;
+    ``clip_fraction`` is the share of masked tokens where the clipped term is the larger one."""
+    m = mask.to(log_probs.dtype)
+    ratio = torch.exp(log_probs - old_log_probs)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    denom = m.sum().clamp(min=1.0)
+    loss = (per_token * m).sum() / denom
+    fraction = ((clipped > unclipped).to(m.dtype) * m).sum() / denom
+    return loss, fraction.detach()
+
+
+def token_log_probs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    temperature: float = 1.0) -> torch.Tensor:
+    """``(batch, length)``: log-probability of token ``t`` given the tokens before it (0 at position 0)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float() / temperature
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
+
+
+def token_values(critic: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """``(batch, length)``: the value of token ``t`` from the critic's output at ``t - 1`` (0 at position 0)."""
+    out = critic(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].float()
+    return torch.cat([torch.zeros_like(out[:, :1]), out[:, :-1]], dim=1)
+
+
+def make_batch(episodes: Sequence[Any], pad_id: int) -> Batch:
+    """Right-padded tensors from `TokenEpisode`s. Raises `ValueError` for an episode without model tokens."""
+    for i, ep in enumerate(episodes):
+        if not any(ep.response_mask):
+            raise ValueError(f"episode {i} has no model token: nothing to train on (its reward has no carrier)")
+    seqs = [list(ep.prompt_ids) + list(ep.response_ids) for ep in episodes]
+    masks = [[0] * len(ep.prompt_ids) + list(ep.response_mask) for ep in episodes]
+    width = max(len(s) for s in seqs)
+    return Batch(
+        input_ids=torch.tensor([s + [pad_id] * (width - len(s)) for s in seqs]),
+        attention_mask=torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs]),
+        mask=torch.tensor([m + [0] * (width - len(m)) for m in masks]),
+        rewards=torch.tensor([float(ep.reward) for ep in episodes]),
+    )
+
+
+def _whiten(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.to(values.dtype)
+    n = m.sum().clamp(min=1.0)
+    mean = (values * m).sum() / n
+    var = (((values - mean) ** 2) * m).sum() / n
+    return (values - mean) * torch.rsqrt(var + 1e-8) * m
+
+
+def ppo_update(actor: Any, critic: Any, actor_opt: torch.optim.Optimizer, critic_opt: torch.optim.Optimizer,
+               batch: Batch, settings: PPOSettings) -> UpdateStats:
+    """One PPO step on ``batch``: targets from the frozen snapshot, then epochs of minibatch updates."""
+    with torch.no_grad():
+        old_logp = token_log_probs(actor, batch.input_ids, batch.attention_mask, settings.temperature)
+        values = token_values(critic, batch.input_ids, batch.attention_mask)
+        rewards = outcome_rewards(batch.mask, batch.rewards)
+        advantages, returns = gae_targets(rewards, values, batch.mask, settings.gamma, settings.lam)
+        if settings.whiten:
+            advantages = _whiten(advantages, batch.mask)
+    n = batch.input_ids.shape[0]
+    size = max(1, min(settings.mini_batch, n))
+    sums = {"policy": 0.0, "value": 0.0, "clip": 0.0, "kl": 0.0}
+    updates = 0
+    for _ in range(settings.epochs):
+        for start in range(0, n, size):
+            idx = slice(start, start + size)
+            ids, attn, mask = batch.input_ids[idx], batch.attention_mask[idx], batch.mask[idx]
+            logp = token_log_probs(actor, ids, attn, settings.temperature)
+            p_loss, clip = clipped_policy_loss(logp, old_logp[idx], advantages[idx], mask,
+                                               settings.clip_low, settings.clip_high)
+            actor_opt.zero_grad()
+            p_loss.backward()
+            torch.nn.utils.clip_grad_norm_(actor.parameters(), settings.max_grad_norm)
+            actor_opt.step()
+            v_loss = value_loss(token_values(critic, ids, attn), returns[idx], mask)
+            critic_opt.zero_grad()
+            v_loss.backward()
+            torch.nn.utils.clip_grad_norm_(critic.parameters(), settings.max_grad_norm)
+            critic_opt.step()
+            m = mask.to(logp.dtype)
+            kl = ((old_logp[idx] - logp.detach()) * m).sum() / m.sum().clamp(min=1.0)
+            sums["policy"] += float(p_loss.detach())
+            sums["value"] += float(v_loss.detach())
+            sums["clip"] += float(clip)
+            sums["kl"] += float(kl)
+            updates += 1
+    k = max(1, updates)
+    return UpdateStats(sums["policy"] / k, sums["value"] / k, sums["clip"] / k, sums["kl"] / k, updates)
+
+
+def settings_of(cfg: Any) -> PPOSettings:
+    return PPOSettings(
+        clip_low=float(cfg.get("clip_ratio_low", 0.2)), clip_high=float(cfg.get("clip_ratio_high", 0.28)),
+        gamma=float(cfg.get("gamma", 1.0)), lam=float(cfg.get("lam", 0.95)),
+        epochs=int(cfg.get("small.ppo_epochs", 1)), mini_batch=int(cfg.get("mini_batch", 256)),
+        temperature=float(cfg.get("rollout.temperature", 1.0)), whiten=bool(cfg.get("small.whiten_advantages", True)))
+
+
+def run_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
+    """The ``ppo`` stage of the small path: actor from ``actor_path``, critic from ``critic_path``. Raises
+    `ConfigError` when either path is missing from the config, `PolicyError` when generation fails."""
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+    from cuda_agent.rl.envfactory import make_env
+    from cuda_agent.rl.small import HFGenerator, _limits, collect_episode
+    from cuda_agent.rl.stages import load_task_list
+
+    actor_path, critic_path = str(cfg.require("actor_path")), str(cfg.require("critic_path"))
+    torch.manual_seed(int(cfg.get("seed", 0)))
+    tokenizer = AutoTokenizer.from_pretrained(actor_path)
+    actor = AutoModelForCausalLM.from_pretrained(actor_path)
+    critic = AutoModelForTokenClassification.from_pretrained(critic_path, num_labels=1)
+    actor.eval()
+    critic.eval()
+    settings = settings_of(cfg)
+    actor_opt = torch.optim.AdamW(actor.parameters(), lr=float(cfg.get("actor_lr", 3e-6)))
+    critic_opt = torch.optim.AdamW(critic.parameters(), lr=float(cfg.get("critic_lr", 6e-6)))
+    tasks = load_task_list(cfg)
+    limits = _limits(cfg)
+    env_settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
+    generator = HFGenerator(actor, tokenizer, temperature=settings.temperature)
+    per_step, repeats = int(cfg.get("global_batch", 4)), max(1, int(cfg.get("rollout.n", 1)))
+    steps = int(cfg.require("total_steps"))
+    traj_dir = out / "trajectories"
+    traj_dir.mkdir(parents=True, exist_ok=True)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    history: list[dict[str, Any]] = []
+    episodes_done = 0
+    order = [t for t in tasks for _ in range(repeats)]
+    for step in range(1, steps + 1):
+        episodes = []
+        for _ in range(per_step):
+            task = order[episodes_done % len(order)]
+            env = make_env(env_settings)
+            try:
+                episodes.append(collect_episode(env, task, generator, tokenizer, limits,
+                                                traj_dir / f"episode-{episodes_done:05d}.jsonl"))
+            finally:
+                env.close()
+            episodes_done += 1
+        usable = [ep for ep in episodes if any(ep.response_mask)]
+        if not usable:
+            log.warning("ppo step %d: no episode has a model token; skipped", step)
+            continue
+        stats = ppo_update(actor, critic, actor_opt, critic_opt, make_batch(usable, int(pad)), settings)
+        reward = sum(ep.reward for ep in episodes) / len(episodes)
+        row = {"step": step, "loss": stats.policy_loss + stats.value_loss, "policy_loss": stats.policy_loss,
+               "value_loss": stats.value_loss, "clip_fraction": stats.clip_fraction, "approx_kl": stats.approx_kl,
+               "reward": reward, "episodes": len(episodes), "updates": stats.updates}
+        history.append(row)
+        log.info("ppo step %d: %s", step, row)
+        if progress is not None:
+            progress("ppo", step, steps)
+    for model, name in ((actor, "actor"), (critic, "critic")):
+        model.save_pretrained(out / name)
+        tokenizer.save_pretrained(out / name)
+    log_path = out / "ppo_log.jsonl"
+    log_path.write_text("".join(json.dumps(r) + "\n" for r in history))
+    last = history[-1] if history else {}
+    metrics = {"ppo_steps": float(len(history)), "ppo_episodes": float(episodes_done),
+               "ppo_mean_reward": sum(r["reward"] for r in history) / max(1, len(history)),
+               "ppo_final_policy_loss": float(last.get("policy_loss", float("nan"))),
+               "ppo_final_value_loss": float(last.get("value_loss", float("nan"))),
+               "ppo_mean_clip_fraction": sum(r["clip_fraction"] for r in history) / max(1, len(history))}
+    return metrics, {"actor": str(out / "actor"), "critic": str(out / "critic"), "log": str(log_path)}
