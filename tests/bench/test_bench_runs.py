@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.bench.metrics import compute_metrics
-from cuda_agent.bench.offline import find_solutions, run_offline, task_key
+from cuda_agent.bench.offline import find_solutions, run_offline
 from cuda_agent.bench.results import BenchResults, load_results, outcomes_from_store
 from cuda_agent.bench.runner import BenchRun, RunConfig, agent_episode
 from cuda_agent.errors import ConfigError

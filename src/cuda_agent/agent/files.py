@@ -157,7 +157,7 @@ class WorkspaceFiles:
                 if regex.search(line):
                     hits.append(f"{self.relative(file)}:{number}: {line}")
                     if len(hits) > limit:
-                        return "\n".join(hits[:limit]) + f"\n[... more matches; narrow the pattern or path]"
+                        return "\n".join(hits[:limit]) + "\n[... more matches; narrow the pattern or path]"
         return "\n".join(hits) if hits else f"no matches for {pattern!r}"
 
 

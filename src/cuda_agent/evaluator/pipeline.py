@@ -22,7 +22,7 @@ from cuda_agent.evaluator.checks.audit import audit
 from cuda_agent.evaluator.checks.integrity import Snapshot
 from cuda_agent.evaluator.checks.static import scan_source
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.result import EvalResult, continuous, failure, reward
+from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.evaluator.rules import RuleViolation
 from cuda_agent.evaluator.verify import CandidateError, Verifier
 from cuda_agent.tasks.task import Task

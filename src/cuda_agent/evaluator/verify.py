@@ -12,13 +12,13 @@ import math
 import time
 import traceback
 import types
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from cuda_agent.evaluator import compare, reference
 from cuda_agent.evaluator import timing as timing_mod
-from cuda_agent.evaluator.candidate import Candidate, CandidateLoadError
+from cuda_agent.evaluator.candidate import Candidate
 from cuda_agent.evaluator.checks import runtime_audit
 from cuda_agent.evaluator.checks.audit import audit
 from cuda_agent.evaluator.checks.guard import DispatchGuard, PaddedBuffer, count_poison, padded_like

@@ -18,7 +18,7 @@ from typing import Any, Callable, Collection, Iterable
 
 from cuda_agent.synth import curated
 from cuda_agent.synth.ops import apply, prepare, resolve
-from cuda_agent.synth.spec import ArgSpec, Catalog, InputSpec, OperatorSpec
+from cuda_agent.synth.spec import ArgSpec, Catalog, OperatorSpec
 
 log = logging.getLogger(__name__)
 

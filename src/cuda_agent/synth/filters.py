@@ -298,7 +298,6 @@ def _release(device: str) -> None:
 
 
 def _run(code: str, config: FilterConfig, phase: Callable[[str], None], lock: ContextManager[Any]) -> FilterResult:
-    import torch
 
     phase("eager")
     try:
