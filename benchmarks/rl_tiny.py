@@ -213,7 +213,8 @@ def plot(folder: Path) -> None:
         rpts = [(r["step"], r["reward"]) for r in rows if "reward" in r and "step" in r]
         if rpts:
             axes[1].plot(*zip(*rpts), marker="o", label=stage)
-    axes[0].set(title="training loss per step (tiny run)", xlabel="step", ylabel="loss")
+    axes[0].set(title="training loss per step (tiny run)", xlabel="step", ylabel="loss (symlog)")
+    axes[0].set_yscale("symlog", linthresh=0.01)
     axes[1].set(title="mean reward per step (stand-in scorer)", xlabel="step", ylabel="reward")
     for ax in axes:
         ax.legend()
