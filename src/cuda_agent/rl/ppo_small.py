@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -181,7 +182,11 @@ def settings_of(cfg: Any) -> PPOSettings:
 def run_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
     """The ``ppo`` stage of the small path: actor from ``actor_path``, critic from ``critic_path``. Raises
     `ConfigError` when either path is missing from the config, `PolicyError` when generation fails."""
-    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+    )
 
     from cuda_agent.rl.envfactory import make_env
     from cuda_agent.rl.small import HFGenerator, _limits, collect_episode

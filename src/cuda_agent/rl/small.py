@@ -252,7 +252,12 @@ def _rft(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]
 def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForTokenClassification, AutoTokenizer, Trainer, TrainingArguments
+    from transformers import (
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+        Trainer,
+        TrainingArguments,
+    )
 
     from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
     from cuda_agent.rl.filters import FilterConfig, select

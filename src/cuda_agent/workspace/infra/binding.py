@@ -3,7 +3,7 @@
     from binding import ops
     ops.my_function(x, out)
 
-Importing this builds kernels/ if anything changed (about a second a file) and loads the library.
+Importing this builds kernels/ if anything changed (1-2 s a file) and loads the library.
 """
 from cuda_agent.build.runtime import load_ops
 

@@ -1,5 +1,5 @@
 // cuda_agent.h: the small C++ API through which kernel files register host functions with Python.
-// Protected file: do not edit. No torch headers here on purpose: a kernel file builds in about a second.
+// Protected file: do not edit. No torch headers here on purpose: a kernel file builds in 1-2 seconds.
 //
 //   #include "cuda_agent.h"
 //   __global__ void relu_kernel(const float* x, float* y, int64_t n) { ... }
