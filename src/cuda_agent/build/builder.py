@@ -1,10 +1,11 @@
 """Build a workspace's kernels into a shared library, fast and incrementally.
 
-Why it is fast: kernel files include only ``cuda_agent.h`` (no torch headers), so one translation unit compiles in
-about 1.5 s on a 16-core host (benchmarks/results/compile.json); each object is cached by the hash of everything
-that goes into it (source, headers, flags, nvcc version, architecture), so an edit recompiles only the edited
-file, an unchanged workspace rebuilds nothing, and workspaces share objects. Outputs are written to temporary names and renamed into place, so concurrent builds of
-different (or the same) workspaces never see each other's half-written files.
+Why it is fast: kernel files include only ``cuda_agent.h`` (no torch headers), so one translation unit compiles
+in about 1.5 s on a 16-core host (benchmarks/results/compile.json); each object is cached by the hash of
+everything that goes into it (source, headers, flags, nvcc version, architecture), so an edit recompiles only the
+edited file, an unchanged workspace rebuilds nothing, and workspaces share objects. Outputs are written to
+temporary names and renamed into place, so concurrent builds of different (or the same) workspaces never see each
+other's half-written files.
 """
 from __future__ import annotations
 
