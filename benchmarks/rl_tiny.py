@@ -119,7 +119,9 @@ def main() -> int:
     stand_in = ["eval.backend={kind: stand_in}"]
     plan = {
         "warmup": common + tasks + stand_in + [f"actor_path={base}", f"output_dir={work}/warmup", f"total_steps={steps}",
-                                       "global_batch=4", "rollout.n=2", "max_response_tokens=32", "actor_lr=1e-4"],
+                                       "global_batch=4", "rollout.n=2", "max_response_tokens=32", "actor_lr=1e-4",
+                                       "critic_lr=1e-4", "mini_batch=2", "small.warmup_algorithm=ppo",
+                                       "small.ppo_epochs=2"],
         "collect": common + tasks + stand_in + ["episodes_per_task=1"] + [f"actor_path={work}/warmup/actor", f"output_dir={work}/collect",
                                         "max_turns=2", "max_tokens_per_turn=24", "max_response_tokens=256",
                                         "max_prompt_tokens=256", f"scripted_episodes={work}/scripts.json",
@@ -157,7 +159,7 @@ def main() -> int:
         stages_run += 1
         metrics.update(result.metrics)
         details["machine_per_stage"][stage] = machine_description()  # type: ignore[index]
-        details["engine_per_stage"][stage] = "TRL GRPOTrainer" if stage == "warmup" else (  # type: ignore[index]
+        details["engine_per_stage"][stage] = _warmup_engine(cfg) if stage == "warmup" else (  # type: ignore[index]
             _ppo_engine(cfg) if stage == "ppo" else "TRL SFTTrainer" if stage == "rft" else "transformers Trainer (critic loss)" if stage == "critic" else
             "token-level agent loop + transformers generate")
         details["seconds_per_stage"][stage] = round(time.monotonic() - t0, 1)  # type: ignore[index]
@@ -179,6 +181,14 @@ def main() -> int:
     path = write_result("rl_tiny", metrics, extra=details)
     print(f"stages run end to end: {stages_run}/5 in {metrics['seconds_total']} s; wrote {path}")
     return 0 if stages_run == 5 else 1
+
+
+def _warmup_engine(cfg: object) -> str:
+    algorithm = cfg.get("small.warmup_algorithm", "ppo")  # type: ignore[attr-defined]
+    if algorithm == "ppo":
+        return ("algorithm ppo, single turn, critic a value head initialised from the actor (cuda_agent.rl.warmup_ppo "
+                "over ppo_small's update: clipped token-level loss 0.2/0.28, GAE gamma 1 lambda 0.95, prompt masked)")
+    return "algorithm grpo: TRL GRPOTrainer (no critic)"
 
 
 def _ppo_engine(cfg: object) -> str:
@@ -205,7 +215,7 @@ def plot(folder: Path) -> None:
     for stage, rows in series.items():
         pts = [(r["step"], r["loss"]) for r in rows if "loss" in r and "step" in r]
         if pts:
-            axes[0].plot(*zip(*pts), marker="o", label=stage + (" (policy + value)" if stage == "ppo" else ""))
+            axes[0].plot(*zip(*pts), marker="o", label=stage + (" (policy + value)" if stage in ("warmup", "ppo") else ""))
         for key in ("policy_loss", "value_loss"):
             kpts = [(r["step"], r[key]) for r in rows if key in r and "step" in r]
             if kpts:

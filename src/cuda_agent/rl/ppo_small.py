@@ -179,38 +179,94 @@ def settings_of(cfg: Any) -> PPOSettings:
         temperature=float(cfg.get("rollout.temperature", 1.0)), whiten=bool(cfg.get("small.whiten_advantages", True)))
 
 
+def value_head_from(path: str) -> Any:
+    """A critic: a one-label token-classification model loaded from ``path`` (an actor's folder gives a fresh
+    value head on the actor's body, as the critic stage and the warm-up build it; a critic's folder reloads it)."""
+    from transformers import AutoModelForTokenClassification
+
+    return AutoModelForTokenClassification.from_pretrained(path, num_labels=1)
+
+
+@dataclass
+class Trainee:
+    """Actor, critic, tokenizer and the two AdamW optimisers of one PPO run (shared by the warm-up and ppo)."""
+
+    actor: Any
+    critic: Any
+    tokenizer: Any
+    actor_opt: torch.optim.Optimizer
+    critic_opt: torch.optim.Optimizer
+    settings: PPOSettings
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+    def update(self, episodes: Sequence[Any]) -> UpdateStats:
+        return ppo_update(self.actor, self.critic, self.actor_opt, self.critic_opt, make_batch(episodes, self.pad_id),
+                          self.settings)
+
+
+def load_trainee(cfg: Any) -> Trainee:
+    """Actor from ``actor_path``; critic from ``critic_path``, or a value head initialised from the actor when it is
+    null. Raises `ConfigError` when ``actor_path`` is missing."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    actor_path = str(cfg.require("actor_path"))
+    torch.manual_seed(int(cfg.get("seed", 0)))
+    tokenizer = AutoTokenizer.from_pretrained(actor_path)
+    actor = AutoModelForCausalLM.from_pretrained(actor_path)
+    critic = value_head_from(str(cfg.get("critic_path") or actor_path))
+    actor.eval()
+    critic.eval()
+    return Trainee(actor, critic, tokenizer, torch.optim.AdamW(actor.parameters(), lr=float(cfg.get("actor_lr", 3e-6))),
+                   torch.optim.AdamW(critic.parameters(), lr=float(cfg.get("critic_lr", 6e-6))), settings_of(cfg))
+
+
+def step_row(step: int, stats: UpdateStats, rewards: Sequence[float]) -> dict[str, Any]:
+    """One line of a stage's ``<stage>_log.jsonl`` (the format `benchmarks/rl_tiny.py` plots)."""
+    return {"step": step, "loss": stats.policy_loss + stats.value_loss, "policy_loss": stats.policy_loss,
+            "value_loss": stats.value_loss, "clip_fraction": stats.clip_fraction, "approx_kl": stats.approx_kl,
+            "reward": sum(rewards) / max(1, len(rewards)), "episodes": len(rewards), "updates": stats.updates}
+
+
+def save_run(out: Path, stage: str, trainee: Trainee, history: Sequence[dict[str, Any]],
+             episodes: int) -> tuple[dict[str, float], dict[str, str]]:
+    """Save actor and critic under ``out``, the step log, and return ``(metrics, files)`` keyed by ``stage``."""
+    for model, name in ((trainee.actor, "actor"), (trainee.critic, "critic")):
+        model.save_pretrained(out / name)
+        trainee.tokenizer.save_pretrained(out / name)
+    log_path = out / f"{stage}_log.jsonl"
+    log_path.write_text("".join(json.dumps(r) + "\n" for r in history))
+    last = history[-1] if history else {}
+    n = max(1, len(history))
+    metrics = {f"{stage}_steps": float(len(history)), f"{stage}_episodes": float(episodes),
+               f"{stage}_mean_reward": sum(r["reward"] for r in history) / n,
+               f"{stage}_final_policy_loss": float(last.get("policy_loss", float("nan"))),
+               f"{stage}_final_value_loss": float(last.get("value_loss", float("nan"))),
+               f"{stage}_mean_clip_fraction": sum(r["clip_fraction"] for r in history) / n}
+    return metrics, {"actor": str(out / "actor"), "critic": str(out / "critic"), "log": str(log_path)}
+
+
 def run_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
     """The ``ppo`` stage of the small path: actor from ``actor_path``, critic from ``critic_path``. Raises
     `ConfigError` when either path is missing from the config, `PolicyError` when generation fails."""
-    from transformers import (
-        AutoModelForCausalLM,
-        AutoModelForTokenClassification,
-        AutoTokenizer,
-    )
-
     from cuda_agent.rl.envfactory import make_env
     from cuda_agent.rl.small import HFGenerator, _limits, collect_episode
     from cuda_agent.rl.stages import load_task_list
 
-    actor_path, critic_path = str(cfg.require("actor_path")), str(cfg.require("critic_path"))
-    torch.manual_seed(int(cfg.get("seed", 0)))
-    tokenizer = AutoTokenizer.from_pretrained(actor_path)
-    actor = AutoModelForCausalLM.from_pretrained(actor_path)
-    critic = AutoModelForTokenClassification.from_pretrained(critic_path, num_labels=1)
-    actor.eval()
-    critic.eval()
-    settings = settings_of(cfg)
-    actor_opt = torch.optim.AdamW(actor.parameters(), lr=float(cfg.get("actor_lr", 3e-6)))
-    critic_opt = torch.optim.AdamW(critic.parameters(), lr=float(cfg.get("critic_lr", 6e-6)))
+    cfg.require("critic_path")
+    trainee = load_trainee(cfg)
+    tokenizer = trainee.tokenizer
     tasks = load_task_list(cfg)
     limits = _limits(cfg)
     env_settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
-    generator = HFGenerator(actor, tokenizer, temperature=settings.temperature)
+    generator = HFGenerator(trainee.actor, tokenizer, temperature=trainee.settings.temperature)
     per_step, repeats = int(cfg.get("global_batch", 4)), max(1, int(cfg.get("rollout.n", 1)))
     steps = int(cfg.require("total_steps"))
     traj_dir = out / "trajectories"
     traj_dir.mkdir(parents=True, exist_ok=True)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     history: list[dict[str, Any]] = []
     episodes_done = 0
     order = [t for t in tasks for _ in range(repeats)]
@@ -229,24 +285,9 @@ def run_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None) -> tupl
         if not usable:
             log.warning("ppo step %d: no episode has a model token; skipped", step)
             continue
-        stats = ppo_update(actor, critic, actor_opt, critic_opt, make_batch(usable, int(pad)), settings)
-        reward = sum(ep.reward for ep in episodes) / len(episodes)
-        row = {"step": step, "loss": stats.policy_loss + stats.value_loss, "policy_loss": stats.policy_loss,
-               "value_loss": stats.value_loss, "clip_fraction": stats.clip_fraction, "approx_kl": stats.approx_kl,
-               "reward": reward, "episodes": len(episodes), "updates": stats.updates}
+        row = step_row(step, trainee.update(usable), [ep.reward for ep in episodes])
         history.append(row)
         log.info("ppo step %d: %s", step, row)
         if progress is not None:
             progress("ppo", step, steps)
-    for model, name in ((actor, "actor"), (critic, "critic")):
-        model.save_pretrained(out / name)
-        tokenizer.save_pretrained(out / name)
-    log_path = out / "ppo_log.jsonl"
-    log_path.write_text("".join(json.dumps(r) + "\n" for r in history))
-    last = history[-1] if history else {}
-    metrics = {"ppo_steps": float(len(history)), "ppo_episodes": float(episodes_done),
-               "ppo_mean_reward": sum(r["reward"] for r in history) / max(1, len(history)),
-               "ppo_final_policy_loss": float(last.get("policy_loss", float("nan"))),
-               "ppo_final_value_loss": float(last.get("value_loss", float("nan"))),
-               "ppo_mean_clip_fraction": sum(r["clip_fraction"] for r in history) / max(1, len(history))}
-    return metrics, {"actor": str(out / "actor"), "critic": str(out / "critic"), "log": str(log_path)}
+    return save_run(out, "ppo", trainee, history, episodes_done)

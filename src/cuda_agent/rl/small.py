@@ -1,7 +1,10 @@
 """The small-scale path (one GPU or a CPU): each stage with TRL or the transformers ``Trainer``.
 
-- warmup: TRL ``GRPOTrainer``, single turn, reward from `cuda_agent.rl.reward.compute_score` (the evaluator, or the
-  stand-in scorer on a CPU); token-level loss (``loss_type="dapo"``), clipping 0.2 / 0.28, no KL.
+- warmup (``small.warmup_algorithm``): ``ppo`` (default) is single-turn PPO with a critic
+  (`cuda_agent.rl.warmup_ppo`: one response per prompt, the ppo stage's update, the critic a value head initialised
+  from the actor); ``grpo`` is TRL ``GRPOTrainer`` (token-level loss ``loss_type="dapo"``, clipping 0.2 / 0.28, no
+  KL, no critic). Both score with `cuda_agent.rl.warmup_ppo.warmup_reward` (`cuda_agent.rl.reward.compute_score`:
+  the evaluator, or the stand-in scorer on a CPU).
 - collect: the actor drives `AgentEnv` through `run_token_episode` (a transformers ``generate`` server);
   trajectories in the agent's JSONL format. Scripted episodes (a `ScriptedGenerationServer`) may be added.
 - rft: the filter, then TRL ``SFTTrainer`` on the kept conversations, loss on model tokens only.
@@ -32,8 +35,10 @@ def run_small_stage(cfg: StageConfig, progress: Callable[[str, int, int], None] 
     out.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "ppo":
         metrics, files = _ppo(cfg, out, progress)
+    elif cfg.stage == "warmup":
+        metrics, files = _warmup(cfg, out, progress)
     else:
-        runner = {"warmup": _warmup, "collect": _collect, "rft": _rft, "critic": _critic}[cfg.stage]
+        runner = {"collect": _collect, "rft": _rft, "critic": _critic}[cfg.stage]
         metrics, files = runner(cfg, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return StageResult(cfg.stage, "trl", out, metrics, files)
@@ -70,12 +75,26 @@ def _grpo_args(cfg: StageConfig, out: Path, **extra: Any) -> Any:
         max_completion_length=int(cfg.require("max_response_tokens")), gradient_checkpointing=False, **extra)
 
 
-def _warmup(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _warmup(cfg: StageConfig, out: Path,
+            progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+    from cuda_agent.errors import ConfigError
+
+    algorithm = str(cfg.get("small.warmup_algorithm", "ppo"))
+    if algorithm == "ppo":
+        from cuda_agent.rl.warmup_ppo import run_warmup_ppo_stage
+
+        return run_warmup_ppo_stage(cfg, out, progress)
+    if algorithm != "grpo":
+        raise ConfigError(f"{cfg.source or 'warmup'}: small.warmup_algorithm must be ppo or grpo, got {algorithm!r}")
+    return _warmup_grpo(cfg, out)
+
+
+def _warmup_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from cuda_agent.rl.data import single_turn_messages
-    from cuda_agent.rl.reward import compute_score
+    from cuda_agent.rl.warmup_ppo import warmup_reward
 
     model, tokenizer = _load_actor(str(cfg.require("actor_path")))
     tasks = load_task_list(cfg)
@@ -84,7 +103,7 @@ def _warmup(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
 
     def evaluator_reward(completions: list[Any], task_json: list[str], **_: Any) -> list[float]:
         texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
-        return [compute_score("cuda_agent", text, None, {"task_json": tj}, backend) for text, tj in zip(texts, task_json)]
+        return [warmup_reward(text, tj, backend) for text, tj in zip(texts, task_json)]
 
     trainer = GRPOTrainer(model=model, reward_funcs=evaluator_reward, args=_grpo_args(cfg, out),
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
@@ -252,20 +271,15 @@ def _rft(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]
 def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     import torch
     from datasets import Dataset
-    from transformers import (
-        AutoModelForTokenClassification,
-        AutoTokenizer,
-        Trainer,
-        TrainingArguments,
-    )
+    from transformers import AutoTokenizer, Trainer, TrainingArguments
 
     from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
     from cuda_agent.rl.filters import FilterConfig, select
-    from cuda_agent.rl.ppo_small import token_values
+    from cuda_agent.rl.ppo_small import token_values, value_head_from
 
     source = str(cfg.require("actor_path"))
     tokenizer = AutoTokenizer.from_pretrained(source)
-    critic = AutoModelForTokenClassification.from_pretrained(source, num_labels=1)
+    critic = value_head_from(source)
     paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
     if cfg.get("only_kept", True):
         paths, _ = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
