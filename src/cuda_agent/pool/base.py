@@ -218,3 +218,37 @@ class JobBook:
 async def await_future(future: "Future[Any]") -> Any:
     """Await a `concurrent.futures.Future` from asyncio code."""
     return await asyncio.wrap_future(future)
+
+
+class QueuedPool:
+    """The front every queue-fed pool shares: the cache lookup, the enqueue, and the blocking and async forms.
+
+    A subclass provides ``_book`` (a `JobBook`), ``_queue`` (its workers' queue) and ``_check_accepting()``, which
+    raises `PoolError` when no new job can be taken."""
+
+    _book: JobBook
+    _queue: Any
+
+    def _check_accepting(self) -> None:
+        raise NotImplementedError
+
+    def cache_key(self, job: EvalJob) -> str:
+        return self._book.key(job)
+
+    def submit(self, job: EvalJob) -> "Future[Any]":
+        """Queue ``job``; the future resolves to an `EvalResult` (served from the store when cached).
+        Raises `PoolError` when the pool takes no new jobs (closed, queue full, no GPU left)."""
+        self._check_accepting()
+        self._book.submitted()
+        cached = self._book.cached(job)
+        if cached is not None:
+            return cached
+        future: Future[Any] = Future()
+        self._queue.put((job, future, time.time()))
+        return future
+
+    def evaluate(self, job: EvalJob) -> Any:
+        return self.submit(job).result()
+
+    async def aevaluate(self, job: EvalJob) -> Any:
+        return await await_future(self.submit(job))

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cuda_agent.errors import PoolError
-from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, await_future
+from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool, await_future
 from cuda_agent.pool.builds import BuildPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator, query_gpu_names
-from cuda_agent.pool.job import EvalJob
 from cuda_agent.pool.worker import WorkerFailure, WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ class _GpuSlot(threading.Thread):
             self.worker.stop()
 
 
-class LocalPool:
+class LocalPool(QueuedPool):
     """Build and GPU pools on this machine.
 
     Args:
@@ -171,13 +170,7 @@ class LocalPool:
         if len(self._dead) == len(self._slots):
             raise PoolError(f"no GPU worker could start; last error: {self._slots[0].dead_reason}")
 
-    def cache_key(self, job: EvalJob) -> str:
-        return self._book.key(job)
-
-    def submit(self, job: EvalJob) -> "Future[Any]":
-        """Queue ``job``; the future resolves to an `EvalResult` (served from the store when cached).
-
-        Raises `PoolError` when the pool is closed, the queue is full, or every GPU has been taken out."""
+    def _check_accepting(self) -> None:
         with self._lock:
             if self._closed:
                 raise PoolError("the pool is closed; create a new one")
@@ -185,19 +178,6 @@ class LocalPool:
                 raise PoolError(f"every GPU worker failed; last error: {self._slots[0].dead_reason}")
             if self.max_queue and self._queue.qsize() >= self.max_queue:
                 raise PoolError(f"the pool queue is full ({self.max_queue} jobs); retry later or raise max_queue")
-        self._book.submitted()
-        cached = self._book.cached(job)
-        if cached is not None:
-            return cached
-        future: Future[Any] = Future()
-        self._queue.put((job, future, time.time()))
-        return future
-
-    def evaluate(self, job: EvalJob) -> Any:
-        return self.submit(job).result()
-
-    async def aevaluate(self, job: EvalJob) -> Any:
-        return await await_future(self.submit(job))
 
     def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
         with self._lock:

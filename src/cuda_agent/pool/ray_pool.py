@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from cuda_agent.errors import ConfigError, PoolError
-from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, await_future
+from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool, await_future
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.worker import WorkerFailure, WorkerReply
@@ -106,7 +106,7 @@ def _remote_build(task: dict[str, Any], solution: dict[str, Any], cache_dir: str
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-class RayPool:
+class RayPool(QueuedPool):
     """GPU actors across a Ray cluster, fed from one queue; builds as CPU tasks.
 
     Args:
@@ -262,27 +262,10 @@ class RayPool:
         except Exception as exc:  # noqa: BLE001
             log.error("replacement GPU actor %d did not start: %s", index, exc)
 
-    def cache_key(self, job: EvalJob) -> str:
-        return self._book.key(job)
-
-    def submit(self, job: EvalJob) -> "Future[Any]":
-        """Queue ``job``; raises `PoolError` when the pool is closed."""
+    def _check_accepting(self) -> None:
         with self._lock:
             if self._closed:
                 raise PoolError("the pool is closed; create a new one")
-        self._book.submitted()
-        cached = self._book.cached(job)
-        if cached is not None:
-            return cached
-        future: Future[Any] = Future()
-        self._queue.put((job, future, time.time()))
-        return future
-
-    def evaluate(self, job: EvalJob) -> Any:
-        return self.submit(job).result()
-
-    async def aevaluate(self, job: EvalJob) -> Any:
-        return await await_future(self.submit(job))
 
     def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
         """Build a workspace's agent files in a Ray CPU task; the `BuildResult`'s library stays on that node."""
