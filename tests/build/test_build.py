@@ -83,6 +83,17 @@ def test_cold_build_exports_every_function_with_its_signature(built):
         lib.missing  # noqa: B018
 
 
+def test_build_result_round_trips_through_json(built):
+    import json
+
+    from cuda_agent.build import BuildResult
+
+    result = built[1]
+    assert BuildResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    remote = BuildResult.from_dict(result.to_dict(), local=False)
+    assert remote.library is None and remote.compiled == result.compiled and remote.ok
+
+
 def test_argument_errors_are_readable_without_a_gpu(built):
     lib = load_library(built[1].library)
     with pytest.raises(KernelCallError, match="takes 2 arguments"):

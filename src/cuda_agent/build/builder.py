@@ -68,6 +68,22 @@ class BuildResult:
             raise BuildError(f"build failed:\n{self.diagnostics}", diagnostics=self.diagnostics, log=self.log)
         return self
 
+    @classmethod
+    def from_dict(cls, data: dict, *, local: bool = True) -> "BuildResult":
+        """The inverse of `to_dict`. ``local=False`` drops the library path: it names a file on another machine
+        (a Ray build node, an HTTP service)."""
+        library = data.get("library") if local else None
+        return cls(
+            ok=bool(data["ok"]),
+            library=Path(library) if library else None,
+            seconds=float(data.get("seconds", 0.0)),
+            compiled=tuple(data.get("compiled", ())),
+            reused=tuple(data.get("reused", ())),
+            diagnostics=data.get("diagnostics", ""),
+            log=data.get("log", ""),
+            arch=data.get("arch", ""),
+        )
+
     def to_dict(self) -> dict:
         return {
             "ok": self.ok,

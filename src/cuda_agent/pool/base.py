@@ -252,3 +252,13 @@ class QueuedPool:
 
     async def aevaluate(self, job: EvalJob) -> Any:
         return await await_future(self.submit(job))
+
+    def submit_build(self, workspace: Any) -> "Future[Any]":
+        raise NotImplementedError
+
+    async def abuild(self, workspace: Any) -> Any:
+        return await await_future(self.submit_build(workspace))
+
+    def timeline(self) -> list[JobTiming]:
+        """When and where each finished job ran (worker clocks), oldest first."""
+        return self._book.timeline()

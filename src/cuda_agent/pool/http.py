@@ -230,9 +230,7 @@ class PoolClient:
         from cuda_agent.build import BuildResult
 
         data = self._request("POST", "/v1/builds", body, timeout_s=max(self.timeout_s, 600.0))
-        return BuildResult(ok=bool(data["ok"]), library=None, seconds=float(data.get("seconds", 0.0)),
-                           compiled=tuple(data.get("compiled", ())), reused=tuple(data.get("reused", ())),
-                           diagnostics=data.get("diagnostics", ""), log=data.get("log", ""), arch=data.get("arch", ""))
+        return BuildResult.from_dict(data, local=False)
 
     def cache_key(self, job: EvalJob) -> str:
         return str(self._request("POST", "/v1/cache-keys", job.to_dict())["cache_key"])

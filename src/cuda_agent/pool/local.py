@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from cuda_agent.errors import PoolError
-from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool, await_future
+from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.builds import BuildPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator, query_gpu_names
 from cuda_agent.pool.worker import WorkerFailure, WorkerProcess
@@ -184,13 +184,6 @@ class LocalPool(QueuedPool):
             if self._builds is None:
                 self._builds = BuildPool()
         return self._builds.submit(workspace)
-
-    async def abuild(self, workspace: str | Path | Any) -> Any:
-        return await await_future(self.submit_build(workspace))
-
-    def timeline(self) -> list[JobTiming]:
-        """When and where each finished job ran (worker clocks), oldest first."""
-        return self._book.timeline()
 
     def stats(self) -> PoolStats:
         c = self._book.counters

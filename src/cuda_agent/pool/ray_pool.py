@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from cuda_agent.errors import ConfigError, PoolError
-from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool, await_future
+from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.worker import WorkerFailure, WorkerReply
@@ -282,21 +282,12 @@ class RayPool(QueuedPool):
 
             try:
                 data = raw.result()
-                result.set_result(BuildResult(
-                    ok=bool(data["ok"]), library=None, seconds=float(data["seconds"]),
-                    compiled=tuple(data["compiled"]), reused=tuple(data["reused"]), diagnostics=data["diagnostics"],
-                    log=data["log"], arch=data["arch"]))
+                result.set_result(BuildResult.from_dict(data, local=False))
             except Exception as exc:  # noqa: BLE001 - surfaced through the future
                 result.set_exception(PoolError(f"remote build failed: {exc}"))
 
         ref.future().add_done_callback(convert)
         return result
-
-    async def abuild(self, workspace: str | Path | Any) -> Any:
-        return await await_future(self.submit_build(workspace))
-
-    def timeline(self) -> list[JobTiming]:
-        return self._book.timeline()
 
     def stats(self) -> PoolStats:
         c = self._book.counters
