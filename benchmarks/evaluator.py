@@ -65,47 +65,38 @@ def main() -> int:
         mean = statistics.fmean(speedups) if speedups else math.nan
         cv = statistics.stdev(speedups) / mean if len(speedups) > 1 and mean > 0 else math.nan
 
-        adversarial = honest = rejected = accepted = 0
+        counts = {"adversarial": 0, "honest": 0, "rejected": 0, "accepted": 0}
         outcomes: dict[str, str] = {}
+
+        def record(label: str, case: object, res: object, honest_stage: str) -> None:
+            honest_case = case.expect == "correct"
+            ok = res.stage == honest_stage if honest_case else case.expect in res.rule_names
+            outcomes[label] = f"{res.stage} {','.join(res.rule_names)}"
+            counts["honest" if honest_case else "adversarial"] += 1
+            counts["accepted" if honest_case else "rejected"] += ok
+            log.info("%-28s %-4s %s %s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names)
+
         for case in gpu_cases():
             if case.expect in FAILURE_STAGES:
                 continue
             ws = materialise(case, tmp_path / "cases")
-            honest_case = case.expect == "correct"
-            res = evaluate(case.load_task(), ws, EvalConfig(mode=case.mode, profile=honest_case, reps=20, warmup=3,
-                                                            timeout_s=300), worker=worker)
-            ok = res.stage == "timed" if honest_case else case.expect in res.rule_names
-            outcomes[f"gpu/{case.name}"] = f"{res.stage} {','.join(res.rule_names)}"
-            if honest_case:
-                honest += 1
-                accepted += ok
-            else:
-                adversarial += 1
-                rejected += ok
-            log.info("%-28s %-4s %s %s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names)
+            res = evaluate(case.load_task(), ws, EvalConfig(mode=case.mode, profile=case.expect == "correct", reps=20,
+                                                            warmup=3, timeout_s=300), worker=worker)
+            record(f"gpu/{case.name}", case, res, "timed")
         for case in cpu_cases():
-            honest_case = case.expect == "correct"
             res = evaluate(case.load_task(), case.solution, EvalConfig(mode=case.mode, profile=False, device="cpu",
                                                                        timeout_s=120), worker=worker)
-            ok = res.stage == "correct" if honest_case else case.expect in res.rule_names
-            outcomes[f"cpu/{case.name}"] = f"{res.stage} {','.join(res.rule_names)}"
-            if honest_case:
-                honest += 1
-                accepted += ok
-            else:
-                adversarial += 1
-                rejected += ok
-            log.info("%-28s %-4s %s %s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names)
+            record(f"cpu/{case.name}", case, res, "correct")
         details["cases"] = outcomes
     metrics = {
         "roundtrip_s": statistics.median(trips),
         "roundtrip_cold_s": first.total_seconds or 0.0,
         "speedup_eager_mean": mean if math.isfinite(mean) else 0.0,
         "speedup_cv": cv if math.isfinite(cv) else -1.0,
-        "adversarial_rejected": rejected,
-        "adversarial_total": adversarial,
-        "honest_accepted": accepted,
-        "honest_total": honest,
+        "adversarial_rejected": counts["rejected"],
+        "adversarial_total": counts["adversarial"],
+        "honest_accepted": counts["accepted"],
+        "honest_total": counts["honest"],
         "benchmark_seconds": time.perf_counter() - started,
     }
     path = write_result("evaluator", metrics, command="PYTHONPATH=src python3 benchmarks/evaluator.py", extra=details)
