@@ -262,24 +262,29 @@ def torch_module_candidates() -> Iterable[OperatorSpec | tuple[str, str]]:
         except (TypeError, ValueError):
             yield (name, "constructor signature not introspectable")
             continue
-        args, problem = [], None
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in {"device", "dtype"}:
-                continue
-            required = p.default is inspect.Parameter.empty
-            if not required and p.name not in {"dim"}:
-                continue
-            rule = _rule_for(p.name, required)
-            if isinstance(rule, str):
-                problem = rule
-                break
-            if rule is not None:
-                args.append(rule)
+        args, problem = _args_for(params, skip=("device", "dtype"))
         if problem:
             yield (name, problem)
             continue
         category = _MODULE_CATEGORY.get(cls.__module__.rsplit(".", 1)[-1], "other")
         yield OperatorSpec(name=name, kind="module", source="torch.nn", category=category, init_args=tuple(args))
+
+
+def _args_for(params: Iterable[inspect.Parameter], skip: tuple[str, ...] = ()) -> tuple[list, str | None]:
+    """Argument specs for the required parameters (and ``dim``), or the reason one cannot be given a value."""
+    args = []
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in skip:
+            continue
+        required = p.default is inspect.Parameter.empty
+        if not required and p.name != "dim":
+            continue
+        rule = _rule_for(p.name, required)
+        if isinstance(rule, str):
+            return args, rule
+        if rule is not None:
+            args.append(rule)
+    return args, None
 
 
 def torch_function_candidates(namespaces: Iterable[str] = ("torch", "F", "torch.special")) -> Iterable[OperatorSpec | tuple[str, str]]:
@@ -310,19 +315,7 @@ def torch_function_candidates(namespaces: Iterable[str] = ("torch", "F", "torch.
             if not params or params[0].name not in _TENSOR_NAMES:
                 yield (name, "first parameter is not a tensor")
                 continue
-            args, problem = [], None
-            for p in params[1:]:
-                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                    continue
-                required = p.default is inspect.Parameter.empty
-                if not required and p.name != "dim":
-                    continue
-                rule = _rule_for(p.name, required)
-                if isinstance(rule, str):
-                    problem = rule
-                    break
-                if rule is not None:
-                    args.append(rule)
+            args, problem = _args_for(params[1:])
             if problem:
                 yield (name, problem)
                 continue
