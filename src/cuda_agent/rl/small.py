@@ -75,18 +75,23 @@ def _grpo_args(cfg: StageConfig, out: Path, **extra: Any) -> Any:
         max_completion_length=int(cfg.require("max_response_tokens")), gradient_checkpointing=False, **extra)
 
 
-def _warmup(cfg: StageConfig, out: Path,
-            progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+def _algorithm(cfg: StageConfig, key: str, stage: str) -> str:
+    """``ppo`` (our critic-based loop, the default) or ``grpo`` (TRL's trainer) for a stage of the small path."""
     from cuda_agent.errors import ConfigError
 
-    algorithm = str(cfg.get("small.warmup_algorithm", "ppo"))
-    if algorithm == "ppo":
-        from cuda_agent.rl.warmup_ppo import run_warmup_ppo_stage
+    algorithm = str(cfg.get(key, "ppo"))
+    if algorithm not in ("ppo", "grpo"):
+        raise ConfigError(f"{cfg.source or stage}: {key} must be ppo or grpo, got {algorithm!r}")
+    return algorithm
 
-        return run_warmup_ppo_stage(cfg, out, progress)
-    if algorithm != "grpo":
-        raise ConfigError(f"{cfg.source or 'warmup'}: small.warmup_algorithm must be ppo or grpo, got {algorithm!r}")
-    return _warmup_grpo(cfg, out)
+
+def _warmup(cfg: StageConfig, out: Path,
+            progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+    if _algorithm(cfg, "small.warmup_algorithm", "warmup") == "grpo":
+        return _warmup_grpo(cfg, out)
+    from cuda_agent.rl.warmup_ppo import run_warmup_ppo_stage
+
+    return run_warmup_ppo_stage(cfg, out, progress)
 
 
 def _warmup_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
@@ -325,16 +330,11 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
 
 def _ppo(cfg: StageConfig, out: Path,
          progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
-    from cuda_agent.errors import ConfigError
+    if _algorithm(cfg, "small.ppo_algorithm", "ppo") == "grpo":
+        return _ppo_grpo(cfg, out)
+    from cuda_agent.rl.ppo_small import run_ppo_stage
 
-    algorithm = str(cfg.get("small.ppo_algorithm", "ppo"))
-    if algorithm == "ppo":
-        from cuda_agent.rl.ppo_small import run_ppo_stage
-
-        return run_ppo_stage(cfg, out, progress)
-    if algorithm != "grpo":
-        raise ConfigError(f"{cfg.source or 'ppo'}: small.ppo_algorithm must be ppo or grpo, got {algorithm!r}")
-    return _ppo_grpo(cfg, out)
+    return run_ppo_stage(cfg, out, progress)
 
 
 def _ppo_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
