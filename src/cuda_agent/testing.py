@@ -25,3 +25,18 @@ def cuda_available() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
+
+
+# A correct elementwise ReLU in the workspace ABI (float32, any size): the smallest real kernel file, shared by tests
+# and demos that need one.
+RELU_KERNEL = """#include "cuda_agent.h"
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+void relu(ca::Tensor x, ca::Tensor out) {
+  int64_t n = x.numel();
+  relu_kernel<<<(n + 255) / 256, 256, 0, ca::stream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+}
+CA_EXPORT(relu);
+"""

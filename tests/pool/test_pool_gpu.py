@@ -6,20 +6,11 @@ import pytest
 
 from cuda_agent.pool import EvalJob, LocalPool, RealEvaluator, detect_gpus
 from cuda_agent.tasks import Task
+from cuda_agent.testing import RELU_KERNEL
 
 pytestmark = pytest.mark.gpu
 
-RELU_CU = """#include "cuda_agent.h"
-__global__ void relu_kernel(const float* x, float* y, int64_t n) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
-}
-void relu(ca::Tensor x, ca::Tensor out) {
-  int64_t n = x.numel();
-  relu_kernel<<<(n + 255) / 256, 256, 0, ca::stream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-}
-CA_EXPORT(relu);
-"""
+RELU_CU = RELU_KERNEL
 OOB_CU = RELU_CU.replace("if (i < n) y[i]", "y[i + (1ll << 40)]")
 MODEL_NEW = """import torch
 import torch.nn as nn

@@ -8,19 +8,9 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import Broker, BrokerReply, Sandbox, sandboxed_runner
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.testing import RELU_KERNEL, kernelbench_root
 
-RELU = r"""#include "cuda_agent.h"
-__global__ void relu_kernel(const float* x, float* y, int64_t n) {
-  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
-}
-void relu(ca::Tensor x, ca::Tensor out) {
-  int64_t n = x.numel();
-  relu_kernel<<<(n + 255) / 256, 256, 0, ca::stream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
-}
-CA_EXPORT(relu);
-"""
+RELU = RELU_KERNEL
 
 
 @pytest.mark.slow
