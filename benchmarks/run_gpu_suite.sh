@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator profile pool agent bench synth
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator breakdown profile pool agent bench synth
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,8 @@ for s in "${stages[@]}"; do
     tests) stage tests 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests -k "not test_gpu_case or hang or illegal_address" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
     evalcases) stage evalcases 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests/evaluator/test_eval_gpu_cases.py ;;
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
-    evaluator) stage evaluator 300 python3 benchmarks/evaluator.py ;;
+    evaluator) stage evaluator 400 python3 benchmarks/evaluator.py ;;
+    breakdown) stage breakdown 150 python3 benchmarks/evaluator_breakdown.py --out "$OUT" ;;
     profile) stage profile 180 python3 benchmarks/profile_repeatability.py ;;
     pool) stage pool 150 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 25 --seconds-loaded 40 ;;
     agent) stage agent 240 python3 benchmarks/agent_episode.py ;;

@@ -30,6 +30,11 @@ class Case:
     def load_task(self) -> Task:
         return resolve_task(self.task)
 
+    @property
+    def profiled(self) -> bool:
+        """Whether evaluating the case needs the timing step (honest cases, and cheats only timing can see)."""
+        return self.expect == "correct" or self.expect in TIMING_RULES
+
 
 def resolve_task(spec: str) -> Task:
     """A task file under cases/tasks (by name) or a KernelBench id like L1/19_ReLU (skips when data is absent)."""
@@ -49,6 +54,8 @@ def _header(text: str) -> dict[str, str]:
 
 
 FAILURE_STAGES = ("crashed", "timeout", "out_of_memory", "runtime_error")
+# Rules that only timing can fire: their cases are profiled even though they are cheats.
+TIMING_RULES = ("below_speed_of_light",)
 
 
 def cpu_cases(failures: bool = False) -> list[Case]:

@@ -33,7 +33,7 @@ def materialise(case: Case, root: Path) -> Path:
 def test_gpu_case(case: Case, warm_worker, tmp_path: Path) -> None:
     root = materialise(case, tmp_path)
     honest = case.expect == "correct"
-    config = EvalConfig(mode=case.mode, profile=honest, reps=20, warmup=3,
+    config = EvalConfig(mode=case.mode, profile=case.profiled, reps=20, warmup=3,
                         timeout_s=25 if case.expect == "timeout" else 600)
     result = evaluate(case.load_task(), root, config, worker=warm_worker)
     if honest:
@@ -78,4 +78,4 @@ def test_gpu_catalogue() -> None:
     assert len(kinds) >= 5
     rules = {c.expect for c in CASES}
     assert {"unwritten_output", "foreign_stream", "decoy_kernel", "out_of_bounds_write", "lowered_precision",
-            "background_thread", "torch_compute_in_forward", "runtime_error", "timeout"} <= rules
+            "background_thread", "torch_compute_in_forward", "runtime_error", "timeout", "below_speed_of_light"} <= rules

@@ -84,6 +84,62 @@ def test_compare_flags_tiny_references() -> None:
     assert honest.signal_rel_error < 1e-3
 
 
+@pytest.mark.parametrize("kind", ["noise", "one_far", "overflow", "inf_both", "nan_cand", "half", "boundary"])
+def test_fused_comparison_agrees_with_the_element_wise_one(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The few-pass comparison (one device read) and the element-wise one give the same verdict and measures; a
+    small chunk makes the inputs span several chunks."""
+    from cuda_agent.evaluator import compare
+
+    monkeypatch.setattr(compare, "_CHUNK", 1000)
+    gen = torch.Generator().manual_seed(7)
+    ref = torch.randn(4099, generator=gen)
+    cand = ref + 1e-3 * torch.randn(4099, generator=gen)
+    if kind == "one_far":
+        cand[2500] += 1.0
+    elif kind == "overflow":
+        ref[10], cand[10] = 3e38, -3e38
+    elif kind == "inf_both":
+        ref[3000] = cand[3000] = math.inf
+    elif kind == "nan_cand":
+        cand[999] = math.nan
+    elif kind == "half":
+        ref, cand = ref.half(), cand.half()
+    elif kind == "boundary":
+        cand = ref + (1e-2 + 1e-2 * ref.abs()) * torch.where(torch.arange(4099) % 2 == 0, 0.999, 1.001)
+    c, r = cand.reshape(-1), ref.reshape(-1)
+    fused = compare.compare_tensor("out", cand, ref, 1e-2, 1e-2)
+    exact = compare._leaf_report("out", c.numel(), 1e-2, 1e-2,
+                                 **compare._exact_sums(c, r, torch.float32, 1e-2, 1e-2))
+    assert fused.ok == exact.ok and fused.mismatches == exact.mismatches
+    assert fused.max_abs == pytest.approx(exact.max_abs, rel=1e-6)
+    assert fused.signal_rel_error == pytest.approx(exact.signal_rel_error, rel=1e-6, nan_ok=True)
+    assert fused.reference_tiny == exact.reference_tiny
+    expect_ok = kind in ("noise", "inf_both", "half")
+    assert fused.ok is expect_ok, fused.reason
+    if kind == "boundary":
+        assert fused.mismatches == 2049  # the odd positions, just outside the tolerance
+
+
+def test_fused_comparison_measures_the_spread_of_near_constant_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs of 1000 +- 1e-3: sum(x^2) - n*mean^2 cancels in fp32; the per-chunk var_mean does not, so a constant
+    answer is still seen to carry none of the output's variation."""
+    from cuda_agent.evaluator import compare
+
+    monkeypatch.setattr(compare, "_CHUNK", 1000)
+    ref = 1000.0 + 1e-3 * torch.randn(4099, generator=torch.Generator().manual_seed(3))
+    report = compare.compare_tensor("out", torch.full_like(ref, float(ref.mean())), ref, 1e-2, 1e-2)
+    assert report.ok and report.reference_tiny
+    assert report.signal_rel_error == pytest.approx(1.0, rel=0.05)
+    honest = compare.compare_tensor("out", ref + 1e-5 * torch.randn(4099), ref, 1e-2, 1e-2)
+    assert honest.signal_rel_error < 0.05
+
+
+def test_fused_comparison_skips_work_for_identical_values() -> None:
+    ref = torch.randn(100)
+    report = compare_outputs(ref.clone(), ref, tol)
+    assert report.ok and report.max_abs == 0 and report.signal_rel_error == 0
+
+
 def test_tensors_equal_is_bitwise() -> None:
     a = torch.tensor([0.0, math.nan])
     assert tensors_equal(a, a.clone())

@@ -24,7 +24,7 @@ from cuda_agent.evaluator.checks.static import scan_source
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.evaluator.rules import RuleViolation
-from cuda_agent.evaluator.verify import CandidateError, Verifier
+from cuda_agent.evaluator.verify import CandidateError, PhaseClock, Verifier
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -100,16 +100,18 @@ def _evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResult:
             "runtime_error", "built, but no CUDA GPU here (torch.cuda.is_available() is false) to run the kernels: "
                              "evaluate on a GPU host, or submit to a GPU pool (cuda-agent serve)")
     hook = audit()
-    module = reference.load_task_module(task.code, f"<task {task.id}>")
-    seeds = reference.fresh_seeds(config.n_trials + 4, config.seed)
-    model_seed = seeds[-1]
-    ref_model = reference.build_model(module, model_seed, device)
-    probe_inputs = reference.make_inputs(module, seeds[0], device)
-    with torch.no_grad():
-        probe_out = ref_model(*probe_inputs)
-    fp32 = _fp32_task(probe_inputs, probe_out)
-    ref_ops = _reference_ops(ref_model, probe_inputs)
-    del probe_out, probe_inputs
+    clock = PhaseClock()
+    with clock("reference_setup"):
+        module = reference.load_task_module(task.code, f"<task {task.id}>")
+        seeds = reference.fresh_seeds(config.n_trials + 4, config.seed)
+        model_seed = seeds[-1]
+        ref_model = reference.build_model(module, model_seed, device)
+        probe_inputs = reference.make_inputs(module, seeds[0], device)
+        with torch.no_grad():
+            probe_out = ref_model(*probe_inputs)
+        fp32 = _fp32_task(probe_inputs, probe_out)
+        ref_ops = _reference_ops(ref_model, probe_inputs)
+        del probe_out, probe_inputs
 
     strict = config.mode == "strict"
     static_hits = scan_source(_source_of(kind, solution), strict=strict, fp32_task=fp32, single_file=kind == "single_file")
@@ -123,17 +125,20 @@ def _evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResult:
     if config.profile:
         from cuda_agent.evaluator.profiling_step import measure_baselines_for
 
-        baselines, _hit = measure_baselines_for(task.code_hash, ref_model, module, config, device, seeds)
-    _warm_runtime(device)
-    snapshot = Snapshot.take(extra_modules=_evaluator_modules(),
-                             extra_classes=[module.Model], ops=compare.TRUSTED_OPS + tuple(ref_ops))
+        with clock("baselines"):
+            baselines, _hit = measure_baselines_for(task.code_hash, ref_model, module, config, device, seeds)
+    with clock("snapshot"):
+        _warm_runtime(device)
+        snapshot = Snapshot.take(extra_modules=_evaluator_modules(),
+                                 extra_classes=[module.Model], ops=compare.TRUSTED_OPS + tuple(ref_ops))
     roots = (str(solution if kind == "workspace" else solution.parent),)
     hook.arm(roots, (str(solution / "model.py"),) if kind == "workspace" else ())
     try:
-        cand = candidate_mod.load(kind, solution, task, arch=config.arch, cache_dir=config.build_cache_dir)
+        with clock("candidate_load"):
+            cand = candidate_mod.load(kind, solution, task, arch=config.arch, cache_dir=config.build_cache_dir)
         verifier = Verifier(task=task, config=config, device=device, module=module, ref_model=ref_model,
                             cand=cand, snapshot=snapshot, seeds=seeds, fp32_task=fp32, model_seed=model_seed,
-                            baselines=baselines)
+                            baselines=baselines, clock=clock)
         return verifier.run()
     finally:
         hook.disarm()

@@ -21,13 +21,19 @@ _perf = time.perf_counter
 _data_of = torch.Tensor.data.__get__
 
 
-def timing_set_count(inputs: list[Any], device: torch.device) -> int:
-    """How many input sets to rotate through while timing: up to 5, within a fifth of free device memory."""
+def timing_set_count(inputs: list[Any], device: torch.device, *, fit_free: bool = False) -> int:
+    """How many input sets to rotate through while timing: up to 5, within a fifth of the device's memory.
+
+    The count is part of the baseline cache key, so it depends on the device alone, not on what happens to be free
+    at the moment (a count from free memory changed with the allocator's state and missed the cache). ``fit_free``
+    also keeps the sets within a third of the memory free now (the candidate's timing, which needs no key)."""
     per_set = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) * 2
     if device.type != "cuda" or per_set == 0:
         return 3
-    free, _ = torch.cuda.mem_get_info(device)
-    return int(max(1, min(5, (free // 5) // max(per_set, 1))))
+    budget = torch.cuda.get_device_properties(device).total_memory // 5
+    if fit_free:
+        budget = min(budget, torch.cuda.mem_get_info(device)[0] // 3)
+    return int(max(1, min(5, budget // max(per_set, 1))))
 
 
 def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: Any, config: Any,
@@ -63,7 +69,7 @@ def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
     config = v.config
     base_seed = v.seeds[0] ^ 0x7135
     first = reference.make_inputs(v.module, base_seed, v.device)
-    n_sets = timing_set_count(first, v.device)
+    n_sets = timing_set_count(first, v.device, fit_free=True)
     sets = [first] + [reference.make_inputs(v.module, base_seed + k, v.device) for k in range(1, n_sets)]
     goldens = [v._reference(s) for s in sets]
     refills = [0]

@@ -6,6 +6,7 @@ Each check names the rule it fires and carries a ``Rationale:`` comment naming t
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -43,6 +44,22 @@ _ALLOWED_KEYS = frozenset({"CPU", "CUDA", "ADInplaceOrView", "AutogradCPU", "Aut
                            "AutocastHPU", "AutocastXLA", "AutocastPrivateUse1", "AutogradFunctionality"})
 
 
+class PhaseClock:
+    """Wall seconds per evaluation phase (``extra["phase_seconds"]`` of the result): where an evaluation's time
+    goes. Phases end at a device synchronisation or a value read, so device work lands in the phase that queued it."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Any:
+        start = _perf()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + _perf() - start
+
+
 class CandidateError(Exception):
     """The candidate raised, crashed the device, or ran out of memory; ``stage`` says which."""
 
@@ -66,7 +83,7 @@ class Verifier:
 
     def __init__(self, *, task: Task, config: EvalConfig, device: torch.device, module: types.ModuleType,
                  ref_model: torch.nn.Module, cand: Candidate, snapshot: Snapshot, seeds: list[int], fp32_task: bool,
-                 model_seed: int, baselines: Any = None) -> None:
+                 model_seed: int, baselines: Any = None, clock: PhaseClock | None = None) -> None:
         self.task = task
         self.config = config
         self.device = device
@@ -86,6 +103,7 @@ class Verifier:
         self.max_rel = 0.0
         self.sets_checked = 0
         self.model: torch.nn.Module | None = None
+        self.clock = clock or PhaseClock()
 
     # ----------------------------------------------------------------------------------------------- plumbing
     def fire(self, rule: str, detail: str) -> None:
@@ -233,7 +251,7 @@ class Verifier:
         comparison = compare.compare_outputs(out, golden, self._tol)
         self.max_abs = max(self.max_abs, comparison.max_abs if math.isfinite(comparison.max_abs) else self.max_abs)
         self.max_rel = max(self.max_rel, comparison.max_rel if math.isfinite(comparison.max_rel) else self.max_rel)
-        if comparison.ok and early is not None:
+        if comparison.ok and early is not None and not _same_values(early, out):
             early_cmp = compare.compare_outputs(early, golden, self._tol)
             if not early_cmp.ok:
                 self.fire("foreign_stream", f"set {name}: the output was not ready on the current stream when "
@@ -406,54 +424,63 @@ class Verifier:
     # ------------------------------------------------------------------------------------------------- main
     def run(self) -> EvalResult:
         started = _perf()
-        self.model = self._construct()
-        self._integrity("after loading the candidate")
+        clock = self.clock
+        with clock("construct"):
+            self.model = self._construct()
+            self._integrity("after loading the candidate")
         n = self.config.n_trials
         passed = 0
         last: tuple[list[Any], Any] | None = None
         first_reason = ""
         previous: list[Any] = []
         keep_alive: Any = None
-        for i in range(n):
-            inputs, golden = self._fresh(self.seeds[i])
-            ok, out, args = self.check_call(f"fresh-{i}", inputs, golden)
-            passed += ok
-            if not ok and not first_reason:
-                first_reason = getattr(self, "_last_reason", "")
-            if not ok and out is not None:
-                # Rationale: caching across calls. A wrong answer equal to an earlier call's answer is a result
-                # reused for new inputs (keyed on an address the allocator handed out again, an id, a version).
-                for j, earlier in enumerate(previous):
-                    if earlier is not None and compare.compare_outputs(out, earlier, lambda _: (0.0, 0.0)).ok:
-                        self.fire("cached_output", f"set fresh-{i} returned the result of an earlier call")
-                        break
-            clone = self._clone_out(out) if out is not None else None
-            previous = (previous + [clone])[-2:]
-            if ok:
-                last = (args, clone)
-            keep_alive = args  # fresh addresses: the next set's buffers cannot reuse this one's memory
-            del inputs, golden, out
-        del keep_alive, previous
-        _release_cached_memory(self.cuda)
+        with clock("fresh_sets"):
+            for i in range(n):
+                inputs, golden = self._fresh(self.seeds[i])
+                ok, out, args = self.check_call(f"fresh-{i}", inputs, golden)
+                passed += ok
+                if not ok and not first_reason:
+                    first_reason = getattr(self, "_last_reason", "")
+                if not ok and out is not None:
+                    # Rationale: caching across calls. A wrong answer equal to an earlier call's answer is a result
+                    # reused for new inputs (keyed on an address the allocator handed out again, an id, a version).
+                    for earlier in previous:
+                        if earlier is not None and compare.compare_outputs(out, earlier, lambda _: (0.0, 0.0)).ok:
+                            self.fire("cached_output", f"set fresh-{i} returned the result of an earlier call")
+                            break
+                clone = self._clone_out(out) if out is not None else None
+                previous = (previous + [clone])[-2:]
+                if ok:
+                    last = (args, clone)
+                keep_alive = args  # fresh addresses: the next set's buffers cannot reuse this one's memory
+                del inputs, golden, out
+            del keep_alive, previous
+            _release_cached_memory(self.cuda)
         self.checks += ["fresh_inputs", "dispatcher_guard", "canaries", "poison", "input_mutation", "threads",
                         "integrity", "audit_hook"]
         all_passed = passed == n
         if all_passed and last is not None:
-            self._cache_probe(last[0], last[1], self.seeds[n + 1] ^ 0x5EED)
-            self.checks.append("cache_probe")
-            last = None
-            _release_cached_memory(self.cuda)
-            self._unaudited_call()
-        self._variants(all_passed)
+            with clock("cache_probe"):
+                self._cache_probe(last[0], last[1], self.seeds[n + 1] ^ 0x5EED)
+                self.checks.append("cache_probe")
+                last = None
+                _release_cached_memory(self.cuda)
+            with clock("unaudited_call"):
+                self._unaudited_call()
+        with clock("variants"):
+            self._variants(all_passed)
         if all_passed:
-            self._precision_probe()
+            with clock("precision_probe"):
+                self._precision_probe()
         if all_passed and not self.violations and self.cuda and self.config.runtime_audit:
-            self._runtime_audit()
+            with clock("runtime_audit"):
+                self._runtime_audit()
         verify_s = _perf() - started
         _release_cached_memory(self.cuda)
         common = dict(solution_kind=self.cand.kind, device=str(self.device), checks_run=tuple(self.checks),
                       notes=tuple(self.notes), build_seconds=self.cand.build_seconds, verify_seconds=verify_s,
-                      max_abs_error=self.max_abs, max_rel_error=self.max_rel, input_sets_checked=self.sets_checked)
+                      max_abs_error=self.max_abs, max_rel_error=self.max_rel, input_sets_checked=self.sets_checked,
+                      extra={"phase_seconds": clock.seconds})
         if self.violations:
             return failure(self.task.id, "rule_violation", "; ".join(str(v) for v in self.violations[:3]),
                            rules_fired=tuple(self.violations), **common)
@@ -463,7 +490,8 @@ class Verifier:
         if not self.config.profile:
             result = EvalResult(task_id=self.task.id, stage="correct", correct=True, **common)
             return _with_reward(result, self.config)
-        return self._profile(common)
+        with clock("profile"):
+            return self._profile(common)
 
     def _runtime_audit(self) -> None:
         inputs = reference.make_inputs(self.module, self.seeds[0] ^ 0xA0D17, self.device)
@@ -492,6 +520,13 @@ def _rebuild(out: Any, leaves: list[Any]) -> Any:
         return next(it)
 
     return build(out)
+
+
+def _same_values(a: Any, b: Any) -> bool:
+    """Every tensor leaf of ``a`` bitwise equal to ``b``'s (then ``a`` compares with any reference as ``b`` does)."""
+    pairs = list(zip(compare.flatten(a), compare.flatten(b)))
+    return all(_type(x) is _Tensor and _type(y) is _Tensor and compare.tensors_equal(x, y)
+               for (_, x), (_, y) in pairs if isinstance(x, _Tensor) or isinstance(y, _Tensor))
 
 
 def _finite(value: Any) -> bool:
