@@ -88,7 +88,8 @@ def main() -> int:
             outcomes[label] = f"{res.stage} {','.join(res.rule_names)}"
             counts["honest" if honest_case else "adversarial"] += 1
             counts["accepted" if honest_case else "rejected"] += ok
-            log.info("%-28s %-4s %s %s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names)
+            log.info("%-28s %-4s %s %s%s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names,
+                     "" if ok else f": {res.reason[:300]} {res.log[-1500:]}")
 
         for case in gpu_cases():
             if case.expect in FAILURE_STAGES:

@@ -96,19 +96,23 @@ def test_patched_events_and_sync_do_not_change_the_time(
     assert patched_primitives() == []
 
 
-def test_repeatability_of_a_speedup(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
+def test_repeatability_of_a_speedup() -> None:
     """Profiling the same pair ten times gives speedups within 2% (coefficient of variation), the issue's measure.
 
-    Raw medians of one op drifted 4% upward over ten profiles on an H200 (clocks warming: CV 2.1%); a speedup
-    times both sides back to back, so that drift cancels."""
-    a, b = mats
+    Memory-bound work, as most KernelBench kernels are: a compute-bound pair (relu(x @ y) against x @ y) drifted
+    from 1.024 to 1.05 over ten profiles on an H200 as its clocks settled, each side reacting differently."""
+    x = torch.rand(64 << 20, device="cuda")  # 256 MiB, far beyond L2
+    two_passes = lambda t: t * 2 + 1  # noqa: E731
+    one_pass = lambda t: t * 2  # noqa: E731
+    time_forward(two_passes, [[x]], reps=50)  # clocks up before anything counts
     speedups = []
     for _ in range(10):
-        base = time_forward(lambda x, y: torch.relu(x @ y), [[a, b]], reps=50).median_ms
-        cand = time_forward(torch.mm, [[a, b]], reps=50).median_ms
+        base = time_forward(two_passes, [[x]], reps=50).median_ms
+        cand = time_forward(one_pass, [[x]], reps=50).median_ms
         speedups.append(base / cand)
     cv = statistics.stdev(speedups) / statistics.mean(speedups)
     assert cv < 0.02, speedups
+    assert 1.3 < statistics.mean(speedups) < 2.5, speedups  # two passes of memory really cost about twice one
 
 
 def test_output_is_checked_during_gpu_timing(mats: tuple[torch.Tensor, torch.Tensor]) -> None:
