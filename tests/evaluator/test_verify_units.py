@@ -140,6 +140,26 @@ def test_fused_comparison_skips_work_for_identical_values() -> None:
     assert report.ok and report.max_abs == 0 and report.signal_rel_error == 0
 
 
+def test_guard_release_frees_forward_allocations_without_the_garbage_collector() -> None:
+    """A dispatch mode sits in a reference cycle; released, its report no longer keeps forward's outputs alive
+    (on a GPU with 6 GiB outputs, unreleased guards held 120 GB until the collector ran)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        guard = DispatchGuard(strict=False, fp32_task=True)
+        with guard:
+            out = torch.empty(1000)
+        bases = [weakref.ref(b.base) for b in guard.report.buffers]
+        assert bases and guard.report.broken_canaries() == []
+        guard.report.release()
+        del out, guard
+        assert all(ref() is None for ref in bases)
+    finally:
+        gc.enable()
+
+
 def test_tensors_equal_is_bitwise() -> None:
     a = torch.tensor([0.0, math.nan])
     assert tensors_equal(a, a.clone())

@@ -247,6 +247,8 @@ class Verifier:
                 if odd or value.layout != torch.strided or value.is_meta:
                     self.fire("lazy_output", f"{path} is not a materialised dense tensor ({', '.join(sorted(odd)) or value.layout})")
         if any(v.rule == "lazy_output" for v in self.violations):
+            if guard is not None:
+                guard.report.release()
             return False, out, args
         comparison = compare.compare_outputs(out, golden, self._tol)
         self.max_abs = max(self.max_abs, comparison.max_abs if math.isfinite(comparison.max_abs) else self.max_abs)
@@ -268,6 +270,7 @@ class Verifier:
         broken = [r.name for r in records if not r.canaries_intact()]
         if guard is not None:
             broken += guard.report.broken_canaries()
+            guard.report.release()
         for buffer in broken:
             self.fire("out_of_bounds_write", f"set {name}: canaries around {buffer} were overwritten")
         # Rationale: mutating inputs can smuggle state between calls or destroy what the reference needs.
@@ -390,12 +393,14 @@ class Verifier:
             return
         inputs = reference.make_inputs(self.module, self.seeds[self.config.n_trials + 3], self.device)
         if self.cuda:
-            # float64 inputs and output (2x each), the fp32 golden, the candidate's output and its guarded copies
-            need = 8 * sum(x.numel() * x.element_size() for x in inputs if isinstance(x, _Tensor))
+            # float64 inputs, intermediates and output (2x each); the fp32 reference's intermediates and output, the
+            # padded inputs, the candidate's output and its early copy (1x each): about 12x the inputs
+            _release_cached_memory(self.cuda)
+            need = 12 * sum(x.numel() * x.element_size() for x in inputs if isinstance(x, _Tensor))
             free, _ = torch.cuda.mem_get_info(self.device)
-            if need > free // 2:
-                self.notes.append(f"precision probe skipped: float64 copies of these inputs need about {need >> 30} "
-                                  f"GiB, over half the free device memory ({free >> 30} GiB)")
+            if need > free:
+                self.notes.append(f"precision probe skipped: it needs about {need >> 30} GiB for these inputs, more "
+                                  f"than the free device memory ({free >> 30} GiB)")
                 return
         try:
             ref64 = copy.deepcopy(self.ref_model).double()
@@ -454,7 +459,7 @@ class Verifier:
                     last = (args, clone)
                 keep_alive = args  # fresh addresses: the next set's buffers cannot reuse this one's memory
                 del inputs, golden, out
-            del keep_alive, previous
+            keep_alive = previous = args = clone = None  # the last set's buffers are not needed past here
             _release_cached_memory(self.cuda)
         self.checks += ["fresh_inputs", "dispatcher_guard", "canaries", "poison", "input_mutation", "threads",
                         "integrity", "audit_hook"]

@@ -127,6 +127,12 @@ class GuardReport:
     def broken_canaries(self) -> list[str]:
         return [b.name for b in self.buffers if not b.canaries_intact()]
 
+    def release(self) -> None:
+        """Drop the buffers once their canaries are read. A dispatch mode sits in a reference cycle, so a guard
+        lives until the garbage collector runs; its buffers (forward's outputs, 6 GiB each for some KernelBench
+        tasks) must not live that long."""
+        self.buffers.clear()
+
 
 class DispatchGuard(TorchDispatchMode):
     """Record, police and pad what forward asks of PyTorch. ``strict``: flag non-allocation, non-view ops.
