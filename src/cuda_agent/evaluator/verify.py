@@ -516,15 +516,17 @@ class Verifier:
 
 
 def _rebuild(out: Any, leaves: list[Any]) -> Any:
-    """``leaves`` (from `compare.flatten(out)`) put back into ``out``'s container structure."""
-    it = iter(leaves)
+    """``leaves`` (from `compare.flatten(out)`) put back into ``out``'s container structure.
 
-    def build(obj: Any) -> Any:
-        if _type(obj) in (tuple, list):
-            return _type(obj)(build(x) for x in obj)
-        return next(it)
+    No nested recursive function here: a closure that calls itself is a reference cycle, and its cell would keep the
+    leaves (copies of 6 GiB outputs) alive until the garbage collector runs."""
+    return _rebuild_from(out, iter(leaves))
 
-    return build(out)
+
+def _rebuild_from(obj: Any, leaves: Any) -> Any:
+    if _type(obj) in (tuple, list):
+        return _type(obj)(_rebuild_from(x, leaves) for x in obj)
+    return next(leaves)
 
 
 def _same_values(a: Any, b: Any) -> bool:
