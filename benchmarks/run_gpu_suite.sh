@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator breakdown profile pool agent bench synth
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator breakdown large profile pool agent bench synth
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +32,7 @@ for s in "${stages[@]}"; do
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
     evaluator) stage evaluator 400 python3 benchmarks/evaluator.py ;;
     breakdown) stage breakdown 150 python3 benchmarks/evaluator_breakdown.py --out "$OUT" ;;
+    large) stage large 200 bash -c 'set -o pipefail; python3 benchmarks/evaluator_large_tasks.py 2>&1 | tee "$0"' "$OUT/large_tasks.log" ;;
     profile) stage profile 180 python3 benchmarks/profile_repeatability.py ;;
     pool) stage pool 150 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 25 --seconds-loaded 40 ;;
     agent) stage agent 240 python3 benchmarks/agent_episode.py ;;
