@@ -32,13 +32,13 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     from cuda_agent.benchmarks_io import write_result
-    from cuda_agent.synth import FilterConfig, RuleComposer, SynthConfig, SynthRun, crawl
+    from cuda_agent.synth import FilterConfig, RuleComposer, SynthConfig, SynthRun, crawl_operators
     from cuda_agent.synth.pipeline import state_path
 
     start = time.monotonic()
     if args.fresh:
         state_path(args.out).unlink(missing_ok=True)
-    catalog = crawl(include_transformers=True)
+    catalog = crawl_operators(include_transformers=True)
     crawl_s = time.monotonic() - start
     print(f"[{crawl_s:5.1f}s] catalog: {len(catalog)} operators, {len(catalog.composable())} composable, "
           f"{len(catalog.standalone())} standalone, {len(catalog.dropped)} dropped", flush=True)

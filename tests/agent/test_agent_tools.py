@@ -142,3 +142,29 @@ def test_bash_sees_no_api_keys(files_env: AgentEnv, task, monkeypatch) -> None:
     files_env.reset(task)
     obs, *_ = files_env.step(ToolCall("bash", {"command": "env"}))
     assert "sk-test-secret" not in obs
+
+
+def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(files_env: AgentEnv, task) -> None:
+    """`profile --breakdown` (tool argument or typed in bash) asks the evaluator for per-kernel times; other
+    arguments are refused with what the command takes, instead of being ignored."""
+    from cuda_agent.agent.backend import Evaluation, eval_config_for
+
+    schema = {s["function"]["name"]: s["function"] for s in ToolRegistry().schemas()}["profile"]
+    assert schema["parameters"]["properties"]["breakdown"]["type"] == "boolean"
+    assert eval_config_for("profile", None, breakdown=True).kernel_breakdown is True
+    assert eval_config_for("profile", None).kernel_breakdown is False
+    assert eval_config_for("verify", None, breakdown=True).kernel_breakdown is False
+
+    files_env.reset(task)
+    text, code = files_env.handle_command("verify", ["--breakdown"])
+    assert code == 2 and "verify takes no arguments" in text
+    text, code = files_env.handle_command("profile", ["--fast"])
+    assert code == 2 and "--breakdown" in text
+    text, code = files_env.handle_command("profile", ["--breakdown"])
+    assert "unknown argument" not in text and "build FAILED" in text  # accepted: it went on to build (no kernels yet)
+
+    rows = [{"name": "relu_vec4(float4 const*, float4*, long)", "total_us": 3000.0, "calls": 1},
+            {"name": "relu_scalar", "total_us": 1000.0, "calls": 2}]
+    shown = Evaluation.from_result({"stage": "timed", "correct": True, "kernel_breakdown": rows}, "profile").render()
+    assert "your kernels per call" in shown
+    assert " 75.0%    3000.00    1  relu_vec4" in shown and " 25.0%    1000.00    2  relu_scalar" in shown

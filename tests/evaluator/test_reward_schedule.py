@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from cuda_agent.evaluator.reward import continuous_reward, discrete_reward, speedup_with_spread
+from cuda_agent.evaluator.reward_schedule import continuous_reward, discrete_reward, speedup_with_spread
 from cuda_agent.evaluator.timing import TimingStats
 
 

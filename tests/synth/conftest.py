@@ -14,9 +14,9 @@ SMALL_OPS = (
 
 @pytest.fixture(scope="session")
 def small_catalog():
-    from cuda_agent.synth.crawl import crawl
+    from cuda_agent.synth.crawl import crawl_operators
 
-    return crawl(include_transformers=False, only=set(SMALL_OPS))
+    return crawl_operators(include_transformers=False, only=set(SMALL_OPS))
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cuda_agent.synth.crawl import crawl
+from cuda_agent.synth.crawl import crawl_operators
 from cuda_agent.synth.spec import Catalog
 
 
@@ -60,7 +60,7 @@ def test_transformers_modules_are_standalone_and_verified() -> None:
         "transformers.models.llama.modeling_llama.LlamaRMSNorm",
         "transformers.models.gemma.modeling_gemma.GemmaRotaryEmbedding",
     }
-    catalog = crawl(include_torch=False, only=names)
+    catalog = crawl_operators(include_torch=False, only=names)
     got = {s.name: s for s in catalog}
     assert set(got) == names, catalog.dropped
     assert all(s.standalone and not s.composable for s in got.values())

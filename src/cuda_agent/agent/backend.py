@@ -105,8 +105,7 @@ class Evaluation:
             lines.append(f"max abs error: {data['max_abs_error']:.3g}")
         if isinstance(data.get("sol_fraction"), (int, float)):
             lines.append(f"{100 * data['sol_fraction']:.1f}% of the speed-of-light floor ({data.get('sol_bound') or 'bound'})")
-        for entry in list(data.get("kernel_breakdown") or ())[:8]:
-            lines.append("  " + ", ".join(f"{k}={v}" for k, v in dict(entry).items()))
+        lines += _breakdown_lines(data.get("kernel_breakdown") or ())
         message = "\n".join(line for line in lines if line)
         return cls(
             kind=kind,
@@ -165,6 +164,23 @@ class Evaluation:
         return "\n".join(lines)
 
 
+def _breakdown_lines(rows: Any, top: int = 8) -> list[str]:
+    """The candidate's kernels, slowest first: share of the call, microseconds per call, launches, name."""
+    rows = [dict(r) for r in rows if isinstance(r, Mapping)]
+    if not rows:
+        return []
+    total = sum(float(r.get("total_us") or 0.0) for r in rows) or 1.0
+    lines = ["your kernels per call (share, us, launches, name):"]
+    for r in rows[:top]:
+        us = float(r.get("total_us") or 0.0)
+        name = str(r.get("name", "?"))
+        lines.append(f"  {100 * us / total:5.1f}% {us:10.2f} {int(r.get('calls') or 0):4d}  "
+                     f"{name if len(name) <= 100 else name[:97] + '...'}")
+    if len(rows) > top:
+        lines.append(f"  ... {len(rows) - top} more kernels")
+    return lines
+
+
 def _to_dict(result: Any) -> dict[str, Any]:
     if hasattr(result, "to_dict"):
         return dict(result.to_dict())
@@ -184,8 +200,9 @@ class EvalBackend(Protocol):
         """Check correctness (and the anti-cheat rules) of the workspace's solution."""
         ...
 
-    def profile(self, task: Task, workspace: Path) -> Evaluation:
-        """Verify, then time the solution against eager PyTorch and torch.compile."""
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
+        """Verify, then time the solution against eager PyTorch and torch.compile; ``breakdown`` adds the time of
+        each of the candidate's kernels."""
         ...
 
 
@@ -241,15 +258,15 @@ class LocalBackend:
     def verify(self, task: Task, workspace: Path) -> Evaluation:
         return self._evaluate(task, workspace, "verify")
 
-    def profile(self, task: Task, workspace: Path) -> Evaluation:
-        return self._evaluate(task, workspace, "profile")
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
+        return self._evaluate(task, workspace, "profile", breakdown)
 
-    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind) -> Evaluation:
+    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> Evaluation:
         if self.verify_mode == "skip":
             return Evaluation.skipped_result(kind)
         from cuda_agent.evaluator import evaluate
 
-        config = eval_config_for(kind, self.eval_config)
+        config = eval_config_for(kind, self.eval_config, breakdown=breakdown)
         overrides: dict[str, Any] = {}
         if self.cache_dir is not None and getattr(config, "build_cache_dir", "") is None:
             overrides["build_cache_dir"] = str(self.cache_dir)
@@ -290,22 +307,25 @@ class PoolBackend:
     def verify(self, task: Task, workspace: Path) -> Evaluation:
         return self._evaluate(task, workspace, "verify")
 
-    def profile(self, task: Task, workspace: Path) -> Evaluation:
-        return self._evaluate(task, workspace, "profile")
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
+        return self._evaluate(task, workspace, "profile", breakdown)
 
-    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind) -> Evaluation:
+    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> Evaluation:
         from cuda_agent.pool import EvalJob
 
-        job = EvalJob.create(task, workspace, eval_config_for(kind, self.eval_config), kind=kind)
+        job = EvalJob.create(task, workspace, eval_config_for(kind, self.eval_config, breakdown=breakdown), kind=kind)
         return Evaluation.from_result(self.pool.submit(job).result(timeout=self.timeout_s), kind)
 
 
-def eval_config_for(kind: EvalKind, base: Any | None) -> Any:
-    """An `EvalConfig` that verifies only (``verify``) or verifies and times (``profile``)."""
+def eval_config_for(kind: EvalKind, base: Any | None, *, breakdown: bool = False) -> Any:
+    """An `EvalConfig` that verifies only (``verify``) or verifies and times (``profile``); ``breakdown`` (profile
+    only) asks for the per-kernel times of the candidate."""
     from cuda_agent.evaluator import EvalConfig
 
     config = base if base is not None else EvalConfig()
     names = {f.name for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else set()
+    if breakdown and kind == "profile" and "kernel_breakdown" in names:
+        config = dataclasses.replace(config, kernel_breakdown=True)
     for flag in ("profile", "timing", "do_profile"):
         if flag in names:
             return dataclasses.replace(config, **{flag: kind == "profile"})

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from cuda_agent.agent.backend import BuildSummary, EvalBackend, Evaluation, LocalBackend
 from cuda_agent.agent.best import BestKernel, is_candidate, paper_reward
@@ -31,6 +31,9 @@ from cuda_agent.errors import CudaAgentError, SandboxError, WorkspaceError
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
+
+# What each `cuda-agent` command accepts (from a tool call or typed in the sandbox's bash).
+COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {"build": (), "verify": (), "profile": ("--breakdown",), "submit": ()}
 
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
@@ -231,8 +234,8 @@ class AgentEnv:
             text += f"\n[exit code {result.exit_code}]"
         return text if text.strip() else f"(no output, exit code {result.exit_code})"
 
-    def run_command(self, command: str) -> str:
-        text, _ = self.handle_command(command, [])
+    def run_command(self, command: str, args: Sequence[str] = ()) -> str:
+        text, _ = self.handle_command(command, list(args))
         return text
 
     def _broker_handler(self, command: str, args: list[str]) -> tuple[str, int]:
@@ -244,11 +247,17 @@ class AgentEnv:
         assert self.task is not None and self.workspace is not None
         if command not in ("build", "verify", "profile", "submit"):
             return f"cuda-agent: unknown command {command!r}; use build, verify, profile or submit", 2
+        accepted = COMMAND_OPTIONS[command]
+        unknown = [a for a in args if a not in accepted]
+        if unknown:
+            takes = f"takes {', '.join(accepted)}" if accepted else "takes no arguments"
+            return f"cuda-agent {command}: unknown argument {unknown[0]!r}; {command} {takes}", 2
         build = self._build()
         if command == "build":
             return build.render(), 0 if build.ok else 1
         kind = "verify" if command == "verify" else "profile"
-        evaluation = self._evaluate(kind) if build.ok else self._record(_build_failed(kind, build))
+        evaluation = (self._evaluate(kind, breakdown="--breakdown" in args) if build.ok
+                      else self._record(_build_failed(kind, build)))
         text = build.render() if not build.ok else f"{build.render()}\n{evaluation.render()}"
         if command == "submit":
             self.submitted = True
@@ -264,11 +273,13 @@ class AgentEnv:
         self._step_events["build"] = summary.to_dict()
         return summary
 
-    def _evaluate(self, kind: str) -> Evaluation:
+    def _evaluate(self, kind: str, breakdown: bool = False) -> Evaluation:
         assert self.task is not None and self.workspace is not None
         files = self._snapshot()
         if kind == "verify":
             evaluation = self.backend.verify(self.task, self.workspace)
+        elif breakdown:
+            evaluation = self.backend.profile(self.task, self.workspace, breakdown=True)
         else:
             evaluation = self.backend.profile(self.task, self.workspace)
         self._record(evaluation)

@@ -10,7 +10,7 @@ import inspect
 import re
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from cuda_agent.agent.files import ToolError, WorkspaceFiles
 from cuda_agent.agent.types import ToolArgumentError, ToolCall
@@ -23,7 +23,7 @@ class ToolContext(Protocol):
 
     def run_bash(self, command: str, timeout: float) -> str: ...
 
-    def run_command(self, command: str) -> str: ...
+    def run_command(self, command: str, args: Sequence[str] = ()) -> str: ...
 
 
 def bash(ctx: ToolContext, command: str, timeout: int = 300) -> str:
@@ -110,9 +110,13 @@ def verify(ctx: ToolContext) -> str:
     return ctx.run_command("verify")
 
 
-def profile(ctx: ToolContext) -> str:
-    """Build and verify, then time ModelNew against eager PyTorch and torch.compile; prints the speedups."""
-    return ctx.run_command("profile")
+def profile(ctx: ToolContext, breakdown: bool = False) -> str:
+    """Build and verify, then time ModelNew against eager PyTorch and torch.compile; prints the speedups.
+
+    Args:
+        breakdown: also list the time of each of your kernels per call (where the time goes).
+    """
+    return ctx.run_command("profile", ["--breakdown"] if breakdown else [])
 
 
 def submit(ctx: ToolContext) -> str:

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
     @app.command("profile")
     def profile(
         folder: Path = typer.Argument(Path("."), help="Workspace folder."),
-        breakdown: bool = typer.Option(False, help="Add per-kernel times for yours and torch.compile's."),
+        breakdown: bool = typer.Option(False, help="Add the time of each of your kernels per call."),
     ) -> None:
         """Verify, then time eager, torch.compile and ModelNew; print speedups and the reward."""
         _evaluate(folder, profile=True, breakdown=breakdown)

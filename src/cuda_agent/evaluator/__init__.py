@@ -3,9 +3,6 @@
     from cuda_agent.evaluator import EvalConfig, evaluate, reward
     result = evaluate(task, "path/to/workspace", EvalConfig(mode="strict"))
 """
-# The submodule `reward` is imported before the function `reward` is bound below, so that a later first import of
-# the submodule cannot rebind the package attribute (the integrity check would read that as a patch).
-import cuda_agent.evaluator.reward  # noqa: F401  isort: skip
 from cuda_agent.evaluator.api import evaluate, evaluate_in_process, make_job
 from cuda_agent.evaluator.config import EvalConfig, TOLERANCE_PRESETS
 from cuda_agent.evaluator.isolation import WarmWorker, run_isolated

@@ -63,7 +63,7 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
 
 def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
     from cuda_agent.evaluator.timing import OutputMismatchDuringTiming, time_forward
-    from cuda_agent.evaluator.reward import speedup_with_spread
+    from cuda_agent.evaluator.reward_schedule import speedup_with_spread
 
     started = _perf()
     config = v.config

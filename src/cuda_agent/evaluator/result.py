@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from cuda_agent.evaluator.rules import RULES, RuleViolation
+from cuda_agent.evaluator.reward_schedule import continuous_reward, discrete_reward
 from cuda_agent.evaluator.timing import TimingStats
 
 # The stages an evaluation can end in, in pipeline order. Only "correct" and "timed" are correct results.
@@ -154,16 +155,12 @@ def failure(task_id: str, stage: str, reason: str, **kwargs: Any) -> EvalResult:
 
 def reward(result: EvalResult, threshold: float = 0.05) -> int:
     """The paper's discrete reward of a result: -1 unless correct; 3/2/1 by the speedups (1 when not timed)."""
-    from cuda_agent.evaluator.reward import discrete_reward
-
     correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
     return discrete_reward(correct, result.speedup_eager, result.speedup_compile, threshold)
 
 
 def continuous(result: EvalResult) -> float:
     """compile time / candidate time when correct and timed; -1 when incorrect; 1.0 when correct but not timed."""
-    from cuda_agent.evaluator.reward import continuous_reward
-
     correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
     if correct and (result.compile is None or result.candidate is None):
         return 1.0

@@ -50,7 +50,7 @@ class StandInBackend:
     def verify(self, task: Task, workspace: Path) -> Evaluation:
         return self._evaluate(workspace, "verify")
 
-    def profile(self, task: Task, workspace: Path) -> Evaluation:
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
         return self._evaluate(workspace, "profile")
 
     def _evaluate(self, workspace: Path, kind: str) -> Evaluation:

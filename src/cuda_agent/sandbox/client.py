@@ -14,6 +14,7 @@ commands (run from /workspace):
   build     compile kernels/*.cu into the extension and show compiler errors
   verify    check model_new.py against model.py on the GPU (correctness, anti-cheat checks)
   profile   time model_new.py against eager PyTorch and torch.compile
+            (--breakdown: also the time of each of your kernels)
   submit    submit the current solution and end the episode
 """
 

@@ -22,14 +22,14 @@ def load_or_crawl(
     """
     import torch
 
-    from cuda_agent.synth.crawl import crawl
+    from cuda_agent.synth.crawl import crawl_operators
 
     if path is not None and Path(path).exists():
         catalog = Catalog.load(path)
         if catalog.torch_version == str(torch.__version__):
             return catalog
         log.info("%s was crawled with torch %s, not %s: crawling again", path, catalog.torch_version, torch.__version__)
-    catalog = crawl(include_transformers=include_transformers, progress=progress)
+    catalog = crawl_operators(include_transformers=include_transformers, progress=progress)
     if path is not None:
         catalog.save(path)
     return catalog

@@ -323,7 +323,7 @@ def torch_function_candidates(namespaces: Iterable[str] = ("torch", "F", "torch.
             yield OperatorSpec(name=name, kind="function", source=source, category="auto", call_args=tuple(args))
 
 
-def crawl(
+def crawl_operators(
     *,
     include_torch: bool = True,
     include_transformers: bool = True,
