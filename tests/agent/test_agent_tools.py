@@ -167,4 +167,5 @@ def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(f
             {"name": "relu_scalar", "total_us": 1000.0, "calls": 2}]
     shown = Evaluation.from_result({"stage": "timed", "correct": True, "kernel_breakdown": rows}, "profile").render()
     assert "your kernels per call" in shown
-    assert " 75.0%    3000.00    1  relu_vec4" in shown and " 25.0%    1000.00    2  relu_scalar" in shown
+    assert " 75.0%    3000.00     1  other             relu_vec4(float4 const*, float4*, long)" in shown
+    assert " 25.0%    1000.00     2  other             relu_scalar" in shown

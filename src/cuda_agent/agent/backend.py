@@ -165,20 +165,16 @@ class Evaluation:
 
 
 def _breakdown_lines(rows: Any, top: int = 8) -> list[str]:
-    """The candidate's kernels, slowest first: share of the call, microseconds per call, launches, name."""
+    """The candidate's kernels (the result's ``kernel_breakdown`` rows), slowest first, as the evaluator's
+    `format_breakdown` table."""
     rows = [dict(r) for r in rows if isinstance(r, Mapping)]
     if not rows:
         return []
-    total = sum(float(r.get("total_us") or 0.0) for r in rows) or 1.0
-    lines = ["your kernels per call (share, us, launches, name):"]
-    for r in rows[:top]:
-        us = float(r.get("total_us") or 0.0)
-        name = str(r.get("name", "?"))
-        lines.append(f"  {100 * us / total:5.1f}% {us:10.2f} {int(r.get('calls') or 0):4d}  "
-                     f"{name if len(name) <= 100 else name[:97] + '...'}")
-    if len(rows) > top:
-        lines.append(f"  ... {len(rows) - top} more kernels")
-    return lines
+    from cuda_agent.evaluator.profile import KernelTime, format_breakdown
+
+    kernels = [KernelTime(str(r.get("name", "?")), float(r.get("total_us") or 0.0), int(r.get("calls") or 0))
+               for r in rows]
+    return ["your kernels per call:", *format_breakdown(kernels, top=top).splitlines()]
 
 
 def _to_dict(result: Any) -> dict[str, Any]:

@@ -245,8 +245,8 @@ class AgentEnv:
     def handle_command(self, command: str, args: list[str]) -> tuple[str, int]:
         """``cuda-agent build|verify|profile|submit`` from a tool or from bash: ``(text, exit_code)``."""
         assert self.task is not None and self.workspace is not None
-        if command not in ("build", "verify", "profile", "submit"):
-            return f"cuda-agent: unknown command {command!r}; use build, verify, profile or submit", 2
+        if command not in COMMAND_OPTIONS:
+            return f"cuda-agent: unknown command {command!r}; use {', '.join(COMMAND_OPTIONS)}", 2
         accepted = COMMAND_OPTIONS[command]
         unknown = [a for a in args if a not in accepted]
         if unknown:
@@ -278,10 +278,8 @@ class AgentEnv:
         files = self._snapshot()
         if kind == "verify":
             evaluation = self.backend.verify(self.task, self.workspace)
-        elif breakdown:
-            evaluation = self.backend.profile(self.task, self.workspace, breakdown=True)
         else:
-            evaluation = self.backend.profile(self.task, self.workspace)
+            evaluation = self.backend.profile(self.task, self.workspace, breakdown=breakdown)
         self._record(evaluation)
         if is_candidate(evaluation):
             candidate = BestKernel(evaluation, self.turns, files)
