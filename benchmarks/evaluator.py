@@ -13,6 +13,7 @@ Run: PYTHONPATH=src python3 benchmarks/evaluator.py
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import statistics
@@ -20,14 +21,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
-from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate  # noqa: E402
+from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker, evaluate  # noqa: E402
 
-from evalcases import FAILURE_STAGES, Case, cpu_cases, gpu_cases  # noqa: E402
+from evalcases import FAILURE_STAGES, cpu_cases, gpu_cases, solution_case  # noqa: E402
 from test_eval_gpu_cases import materialise  # noqa: E402
 
 log = logging.getLogger("benchmarks.evaluator")
@@ -35,20 +37,32 @@ ROUND_TRIPS = 10
 SOFTMAX_TRIPS = 5
 
 
-def _round_trips(task, root: Path, config: EvalConfig, worker: WarmWorker, n: int):
-    """One cold evaluation (fills the build and baseline caches), then ``n`` timed warm ones."""
-    first = evaluate(task, root, config, worker=worker)
-    log.info("%s cold round trip: %.2f s (%s %s)", task.id, first.total_seconds or -1, first.stage, first.reason[:200])
-    trips, speedups = [], []
-    for _ in range(n):
+def describe(result: EvalResult, wall_s: float) -> str:
+    """One evaluation on one line: wall time, stage, speedup, verify and profile seconds, notes, phase seconds."""
+    phases = {k: round(v, 3) for k, v in (result.extra.get("phase_seconds") or {}).items()}
+    return (f"{wall_s:.2f} s: {result.stage} {result.reason[:200]}, speedup vs eager {result.speedup_eager}, "
+            f"verify {result.verify_seconds or 0:.2f} s, profile {result.profile_seconds or 0:.2f} s, "
+            f"sets {result.input_sets_checked}, notes {list(result.notes)}, phases {json.dumps(phases)}")
+
+
+def round_trips(task, root: Path, config: EvalConfig, worker: WarmWorker, n: int,
+                report: Callable[[str], None] = log.info):
+    """One cold evaluation (fills the build and baseline caches), then ``n`` warm ones, each described to ``report``;
+    returns (the cold result, the warm wall times, their speedups vs eager, the last result)."""
+    trips: list[float] = []
+    speedups: list[float] = []
+    first = result = None
+    for i in range(n + 1):
         t0 = time.perf_counter()
         result = evaluate(task, root, config, worker=worker)
-        trips.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        report(f"{task.id} {'cold' if i == 0 else 'warm'} round trip {describe(result, wall)}")
+        if i == 0:
+            first = result
+            continue
+        trips.append(wall)
         if result.speedup_eager is not None:
             speedups.append(result.speedup_eager)
-        phases = {k: round(v, 3) for k, v in (result.extra.get("phase_seconds") or {}).items()}
-        log.info("%s round trip %.2f s: %s, speedup vs eager %s, phases %s", task.id, trips[-1], result.stage,
-                 result.speedup_eager, phases)
     return first, trips, speedups, result
 
 
@@ -66,17 +80,16 @@ def main() -> int:
         cases = {c.name: c for c in gpu_cases()}
         relu = cases["honest_relu_l1"]
         config = EvalConfig(mode="strict", timeout_s=300)
-        first, trips, speedups, result = _round_trips(relu.load_task(), materialise(relu, tmp_path / "roundtrip"),
-                                                      config, worker, ROUND_TRIPS)
+        first, trips, speedups, result = round_trips(relu.load_task(), materialise(relu, tmp_path / "roundtrip"),
+                                                     config, worker, ROUND_TRIPS)
         details["roundtrip_last"] = result.to_dict()
         mean = statistics.fmean(speedups) if speedups else math.nan
         cv = statistics.stdev(speedups) / mean if len(speedups) > 1 and mean > 0 else math.nan
         # The ReLU kernel's output is bitwise the reference's, which the comparison settles in one read; a softmax
         # kernel's is not, so its round trips time the full comparison.
-        softmax = Case("L1_23_Softmax", ROOT / "benchmarks/solutions/L1_23_Softmax", "L1/23_Softmax", "strict",
-                       "correct")
-        _, softmax_trips, _, softmax_result = _round_trips(softmax.load_task(), materialise(softmax, tmp_path / "sm"),
-                                                           config, worker, SOFTMAX_TRIPS)
+        softmax = solution_case("L1/23_Softmax")
+        _, softmax_trips, _, softmax_result = round_trips(softmax.load_task(), materialise(softmax, tmp_path / "sm"),
+                                                          config, worker, SOFTMAX_TRIPS)
         details["roundtrip_softmax_last"] = softmax_result.to_dict()
 
         counts = {"adversarial": 0, "honest": 0, "rejected": 0, "accepted": 0}

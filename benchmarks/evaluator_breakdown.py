@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import sys
 import tempfile
@@ -21,9 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
-from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate  # noqa: E402
+from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker  # noqa: E402
 
 from evalcases import gpu_cases  # noqa: E402
+from evaluator import describe, round_trips  # noqa: E402  (benchmarks/evaluator.py)
 from test_eval_gpu_cases import materialise  # noqa: E402
 
 
@@ -45,26 +45,18 @@ def main() -> int:
         task = case.load_task()
         config = EvalConfig(mode="strict", timeout_s=300)
         with WarmWorker() as worker:
-            for i in range(args.trips + 1):
-                t0 = time.perf_counter()
-                result = evaluate(task, root, config, worker=worker)
-                wall = time.perf_counter() - t0
-                phases = {k: round(v, 3) for k, v in (result.extra.get("phase_seconds") or {}).items()}
-                say(f"trip {i} ({'cold' if i == 0 else 'warm'}): wall {wall:.2f} s, stage {result.stage}, "
-                    f"total {result.total_seconds or 0:.2f}, verify {result.verify_seconds or 0:.2f}, "
-                    f"profile {result.profile_seconds or 0:.2f}, sets {result.input_sets_checked}")
-                say("  phases " + json.dumps(phases))
+            round_trips(task, root, config, worker, args.trips, report=say)
         # in-process, so that cProfile sees the evaluation (a warm-up first fills this process's caches)
         from cuda_agent.evaluator.pipeline import run_job
 
         job = {"task": task.to_dict(), "solution": str(root), "config": config.to_dict()}
         run_job(job)
         profiler = cProfile.Profile()
+        t0 = time.perf_counter()
         profiler.enable()
         out = run_job(job)
         profiler.disable()
-        say(f"in-process: stage {out['stage']}, total {out['total_seconds']:.2f} s, phases "
-            + json.dumps({k: round(v, 3) for k, v in out['extra'].get('phase_seconds', {}).items()}))
+        say(f"in-process {describe(EvalResult.from_dict(out), time.perf_counter() - t0)}")
         for key in ("cumulative", "tottime"):
             buf = io.StringIO()
             pstats.Stats(profiler, stream=buf).sort_stats(key).print_stats(45)

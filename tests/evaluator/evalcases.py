@@ -36,6 +36,17 @@ class Case:
         return self.expect == "correct" or self.expect in TIMING_RULES
 
 
+SOLUTIONS = CASES.parents[2] / "benchmarks" / "solutions"
+
+
+def solution_case(spec: str) -> Case:
+    """The handwritten solution of KernelBench task ``spec`` (e.g. ``L1/23_Softmax``) in benchmarks/solutions, as an
+    honest strict case."""
+    level, name = spec.split("/", 1)
+    folder = SOLUTIONS / f"{level}_{name}"
+    return Case(folder.name, folder, spec, "strict", "correct")
+
+
 def resolve_task(spec: str) -> Task:
     """A task file under cases/tasks (by name) or a KernelBench id like L1/19_ReLU (skips when data is absent)."""
     local = CASES / "tasks" / f"{spec}.py"
