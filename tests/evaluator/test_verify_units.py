@@ -160,6 +160,23 @@ def test_guard_release_frees_forward_allocations_without_the_garbage_collector()
         gc.enable()
 
 
+def test_fingerprint_matches_the_same_result_only() -> None:
+    """The evidence behind cached_output for every earlier call: equal for a copy of an output (any dtype, layout,
+    nesting), different when one element or one non-tensor leaf differs."""
+    from cuda_agent.evaluator.compare import fingerprint
+
+    out = (torch.randn(300, 70), [torch.arange(5), 3])
+    copy = (out[0].clone(), [out[1][0].clone(), 3])
+    assert fingerprint(out) == fingerprint(copy)
+    nudged = out[0].clone()
+    nudged[123, 45] = torch.nextafter(nudged[123, 45], torch.tensor(math.inf))
+    assert fingerprint((nudged, out[1])) != fingerprint(out)
+    assert fingerprint((out[0], [out[1][0], 4])) != fingerprint(out)
+    assert fingerprint(out[0].t()) == fingerprint(out[0].t().contiguous())
+    for t in (torch.randn(3, dtype=torch.complex128), torch.ones(4, dtype=torch.bool), torch.randn(6).bfloat16()):
+        assert fingerprint(t) == fingerprint(t.clone())
+
+
 def test_tensors_equal_is_bitwise() -> None:
     a = torch.tensor([0.0, math.nan])
     assert tensors_equal(a, a.clone())
