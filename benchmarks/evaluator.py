@@ -4,6 +4,8 @@ Writes benchmarks/results/evaluator.json with:
   roundtrip_s           median seconds of 10 warm build + verify + profile round trips (L1/19_ReLU workspace)
   roundtrip_softmax_s   the same for 5 round trips of L1/23_Softmax, whose output is not bitwise the reference's
   speedup_cv            coefficient of variation of the speedup vs eager over those 10 evaluations of one kernel
+  speedup_cv_uncorrected  the same for cached eager time / candidate time, i.e. without the drift correction
+                        (eager PyTorch timed again on the candidate's inputs; EvalConfig.baseline_drift_limit)
   adversarial_rejected  cheats rejected with the rule they target (GPU workspaces + CPU single files)
   adversarial_total
   honest_accepted       honest candidates accepted (GPU workspaces timed + CPU single files)
@@ -38,9 +40,13 @@ SOFTMAX_TRIPS = 5
 
 
 def describe(result: EvalResult, wall_s: float) -> str:
-    """One evaluation on one line: wall time, stage, speedup, verify and profile seconds, notes, phase seconds."""
+    """One evaluation on one line: wall time, stage, speedup, times, drift, verify and profile seconds, notes,
+    phase seconds."""
     phases = {k: round(v, 3) for k, v in (result.extra.get("phase_seconds") or {}).items()}
+    times = {name: round(stats.median_ms, 4) for name in ("candidate", "eager", "eager_paired")
+             if (stats := getattr(result, name)) is not None}
     return (f"{wall_s:.2f} s: {result.stage} {result.reason[:200]}, speedup vs eager {result.speedup_eager}, "
+            f"median ms {times}, drift {result.baseline_drift}, "
             f"verify {result.verify_seconds or 0:.2f} s, profile {result.profile_seconds or 0:.2f} s, "
             f"sets {result.input_sets_checked}, notes {list(result.notes)}, phases {json.dumps(phases)}")
 
@@ -48,9 +54,9 @@ def describe(result: EvalResult, wall_s: float) -> str:
 def round_trips(task, root: Path, config: EvalConfig, worker: WarmWorker, n: int,
                 report: Callable[[str], None] = log.info):
     """One cold evaluation (fills the build and baseline caches), then ``n`` warm ones, each described to ``report``;
-    returns (the cold result, the warm wall times, their speedups vs eager, the last result)."""
+    returns (the cold result, the warm wall times, the warm results, the last result)."""
     trips: list[float] = []
-    speedups: list[float] = []
+    warm: list[EvalResult] = []
     first = result = None
     for i in range(n + 1):
         t0 = time.perf_counter()
@@ -61,9 +67,15 @@ def round_trips(task, root: Path, config: EvalConfig, worker: WarmWorker, n: int
             first = result
             continue
         trips.append(wall)
-        if result.speedup_eager is not None:
-            speedups.append(result.speedup_eager)
-    return first, trips, speedups, result
+        warm.append(result)
+    return first, trips, warm, result
+
+
+def spread(values: list[float]) -> tuple[float, float]:
+    """(mean, coefficient of variation); NaN where there are too few values."""
+    mean = statistics.fmean(values) if values else math.nan
+    cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else math.nan
+    return mean, cv
 
 
 def main() -> int:
@@ -80,11 +92,14 @@ def main() -> int:
         cases = {c.name: c for c in gpu_cases()}
         relu = cases["honest_relu_l1"]
         config = EvalConfig(mode="strict", timeout_s=300)
-        first, trips, speedups, result = round_trips(relu.load_task(), materialise(relu, tmp_path / "roundtrip"),
-                                                     config, worker, ROUND_TRIPS)
+        first, trips, warm, result = round_trips(relu.load_task(), materialise(relu, tmp_path / "roundtrip"),
+                                                 config, worker, ROUND_TRIPS)
         details["roundtrip_last"] = result.to_dict()
-        mean = statistics.fmean(speedups) if speedups else math.nan
-        cv = statistics.stdev(speedups) / mean if len(speedups) > 1 and mean > 0 else math.nan
+        timed = [r for r in warm if r.speedup_eager is not None]
+        mean, cv = spread([r.speedup_eager for r in timed])
+        _, cv_raw = spread([r.eager.median_ms / r.candidate.median_ms for r in timed])
+        details["speedups"] = [r.speedup_eager for r in timed]
+        details["baseline_drifts"] = [r.baseline_drift for r in timed]
         # The ReLU kernel's output is bitwise the reference's, which the comparison settles in one read; a softmax
         # kernel's is not, so its round trips time the full comparison.
         softmax = solution_case("L1/23_Softmax")
@@ -122,6 +137,7 @@ def main() -> int:
         "roundtrip_softmax_s": statistics.median(softmax_trips),
         "speedup_eager_mean": mean if math.isfinite(mean) else 0.0,
         "speedup_cv": cv if math.isfinite(cv) else -1.0,
+        "speedup_cv_uncorrected": cv_raw if math.isfinite(cv_raw) else -1.0,
         "adversarial_rejected": counts["rejected"],
         "adversarial_total": counts["adversarial"],
         "honest_accepted": counts["accepted"],

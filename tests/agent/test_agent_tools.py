@@ -165,7 +165,12 @@ def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(f
 
     rows = [{"name": "relu_vec4(float4 const*, float4*, long)", "total_us": 3000.0, "calls": 1},
             {"name": "relu_scalar", "total_us": 1000.0, "calls": 2}]
-    shown = Evaluation.from_result({"stage": "timed", "correct": True, "kernel_breakdown": rows}, "profile").render()
+    compiled = [{"name": "triton_poi_fused_relu_0", "total_us": 2900.0, "calls": 1}]
+    shown = Evaluation.from_result({"stage": "timed", "correct": True, "kernel_breakdown": rows,
+                                    "compile_kernel_breakdown": compiled}, "profile").render()
     assert "your kernels per call" in shown
     assert " 75.0%    3000.00     1  other             relu_vec4(float4 const*, float4*, long)" in shown
     assert " 25.0%    1000.00     2  other             relu_scalar" in shown
+    ours, theirs = shown.split("torch.compile's kernels per call")
+    assert "triton_poi_fused_relu_0" in theirs and "triton" not in ours
+    assert "100.0%    2900.00     1  pytorch           triton_poi_fused_relu_0" in theirs

@@ -120,3 +120,22 @@ def test_paper_table_cells_and_consistency_with_its_footnote() -> None:
         for key in ("geomean_speedup_vs_eager", "geomean_speedup_vs_compile"):
             mean = math.exp(sum(weights[s] * math.log(rows[s].value(key)) for s in weights) / 250)
             assert table.get("Overall", model).value(key) == pytest.approx(mean, abs=0.011), (model, key)
+
+
+def test_outcome_times_are_the_ones_the_speedups_used() -> None:
+    """An evaluator result's baselines are cached times scaled by its drift; the outcome's times are the scaled ones,
+    so eager_ms / candidate_ms is the reported speedup."""
+    from cuda_agent.bench.outcome import outcome_from_eval
+    from cuda_agent.evaluator.result import EvalResult
+    from cuda_agent.evaluator.timing import TimingStats
+
+    cached, compiled, cand = (TimingStats.from_samples([ms]) for ms in (3.0, 2.5, 2.0))
+    result = EvalResult(task_id="L1/19_ReLU", stage="timed", correct=True, eager=cached, compile=compiled,
+                        candidate=cand, baseline_drift=1.04, speedup_eager=3.0 * 1.04 / 2.0,
+                        speedup_compile=2.5 * 1.04 / 2.0)
+    for given in (result, result.to_dict()):
+        o = outcome_from_eval(given)
+        assert (o.eager_ms, o.compile_ms, o.candidate_ms) == pytest.approx((3.12, 2.6, 2.0))
+        assert o.eager_ms / o.candidate_ms == pytest.approx(o.speedup_vs_eager)
+    undrifted = outcome_from_eval({**result.to_dict(), "baseline_drift": None})
+    assert undrifted.eager_ms == pytest.approx(3.0)

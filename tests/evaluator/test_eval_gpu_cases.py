@@ -52,6 +52,25 @@ def test_gpu_case(case: Case, warm_worker, tmp_path: Path) -> None:
         assert result.reward == -1
 
 
+@pytest.mark.gpu
+def test_profile_breakdown_shows_the_candidate_and_the_compiled_kernels(warm_worker, tmp_path: Path) -> None:
+    """`kernel_breakdown` lists the candidate's own kernels and torch.compile's (recorded with the baselines, before
+    the candidate loaded); eager PyTorch is timed again and the drift applied stays within its cap."""
+    from cuda_agent.evaluator.profile import classify_kernel
+
+    case = {c.name: c for c in CASES}["honest_fused_elementwise"]
+    config = EvalConfig(mode=case.mode, kernel_breakdown=True, reps=20, warmup=3,
+                        baseline_cache_dir=str(tmp_path / "baselines"))
+    result = evaluate(case.load_task(), materialise(case, tmp_path), config, worker=warm_worker)
+    assert result.stage == "timed", (result.stage, result.reason, result.notes)
+    ours = [r["name"] for r in result.kernel_breakdown]
+    theirs = [r["name"] for r in result.compile_kernel_breakdown]
+    assert ours and all(classify_kernel(name) == "other" for name in ours), ours
+    assert any(name.startswith("triton_") for name in theirs), theirs
+    assert all(r["total_us"] > 0 and r["calls"] >= 1 for r in result.compile_kernel_breakdown)
+    assert result.eager_paired is not None and 1 / 1.05 <= result.baseline_drift <= 1.05
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
                     reason="needs nvcc")

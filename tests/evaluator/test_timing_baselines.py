@@ -24,6 +24,7 @@ def _times(median: float, key: str = "k") -> BaselineTimes:
         compile=TimingStats.from_samples([median / 2, median / 2]),
         key=key,
         compile_s=3.5,
+        compile_kernels=({"name": "triton_poi_fused_relu_0", "total_us": 12.5, "calls": 1},),
     )
 
 
@@ -142,3 +143,55 @@ def test_failed_compile_falls_back_to_eager_with_reason() -> None:
     times = measure_baselines(model, sets, warmup=1, reps=3, compile_backend="no-such-backend")
     assert "no-such-backend" in times.compile_error
     assert times.compile == times.eager
+
+
+def test_drift_factor_is_the_ratio_capped_either_way() -> None:
+    from cuda_agent.evaluator.profiling_step import drift_factor
+
+    assert drift_factor(3.09, 3.0, 0.05) == (pytest.approx(1.03), pytest.approx(1.03))
+    assert drift_factor(2.94, 3.0, 0.05) == (pytest.approx(0.98), pytest.approx(0.98))
+    assert drift_factor(6.0, 3.0, 0.05) == (pytest.approx(2.0), pytest.approx(1.05))  # a slowed reference gains 5%
+    assert drift_factor(1.0, 3.0, 0.05) == (pytest.approx(1 / 3), pytest.approx(1 / 1.05))
+    assert drift_factor(3.3, 3.0, 0.0)[1] == 1.0
+    for bad in ((0.0, 3.0, 0.05), (3.0, float("nan"), 0.05), (3.0, 3.0, -0.1)):
+        with pytest.raises(ValueError):
+            drift_factor(*bad)
+
+
+def test_scaled_timing_stats_scale_every_time_and_keep_the_spread() -> None:
+    stats = TimingStats.from_samples([1.0, 1.2, 0.9, 1.1], host_median_ms=1.1, hidden_ms=0.1)
+    double = stats.scaled(2.0)
+    for name in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "ci_low_ms", "ci_high_ms", "host_median_ms",
+                 "hidden_ms"):
+        assert getattr(double, name) == pytest.approx(2 * getattr(stats, name)), name
+    assert (double.cv, double.n, double.clock) == (stats.cv, stats.n, stats.clock)
+    assert double.rel_ci == pytest.approx(stats.rel_ci)
+    with pytest.raises(ValueError):
+        stats.scaled(0.0)
+
+
+@pytest.mark.slow
+def test_a_profiled_evaluation_times_eager_again_and_scales_its_baselines(tmp_path: Path) -> None:
+    """The speedups use the cached baselines times the drift measured now; the result says both."""
+    from cuda_agent.evaluator import EvalConfig
+    from cuda_agent.evaluator.pipeline import run_job
+    from cuda_agent.evaluator.result import EvalResult
+
+    from evalcases import cpu_cases
+
+    case = {c.name: c for c in cpu_cases()}["honest_linear_relu"]
+    config = EvalConfig(mode=case.mode, device="cpu", baseline_cache_dir=str(tmp_path), warmup=2, reps=20)
+    job = {"task": case.load_task().to_dict(), "solution": str(case.solution), "config": config.to_dict()}
+    result = EvalResult.from_dict(run_job(job))
+    assert result.stage == "timed", result.reason
+    assert result.eager_paired is not None and result.eager_paired.n >= 3
+    measured = result.eager_paired.median_ms / result.eager.median_ms
+    assert result.baseline_drift == pytest.approx(min(max(measured, 1 / 1.05), 1.05))
+    assert result.speedup_eager == pytest.approx(result.eager.median_ms * result.baseline_drift
+                                                 / result.candidate.median_ms)
+    assert result.continuous_reward == pytest.approx(result.compile.median_ms * result.baseline_drift
+                                                     / result.candidate.median_ms)
+
+    off = EvalResult.from_dict(run_job({**job, "config": {**config.to_dict(), "baseline_drift_limit": 0.0}}))
+    assert off.stage == "timed" and off.eager_paired is None and off.baseline_drift is None
+    assert off.speedup_eager == pytest.approx(off.eager.median_ms / off.candidate.median_ms)

@@ -3,6 +3,7 @@ input variants."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -46,6 +47,10 @@ def test_result_round_trip_and_reward() -> None:
     back = EvalResult.from_json(r.to_json())
     assert back == r
     assert reward(r) == 3 and continuous(r) == pytest.approx(2.0)
+    drifted = replace(r, eager_paired=stats.scaled(1.02), baseline_drift=1.02,
+                      compile_kernel_breakdown=({"name": "triton_poi_fused_0", "total_us": 1.5, "calls": 1},))
+    assert EvalResult.from_json(drifted.to_json()) == drifted
+    assert continuous(drifted) == pytest.approx(2.04)
     slow = EvalResult(task_id="t", stage="timed", correct=True, speedup_eager=1.2, speedup_compile=0.9)
     assert reward(slow) == 2
     bad = failure("t", "rule_violation", "x", rules_fired=(RuleViolation("input_mutation", "set 0"),))

@@ -105,7 +105,7 @@ class Evaluation:
             lines.append(f"max abs error: {data['max_abs_error']:.3g}")
         if isinstance(data.get("sol_fraction"), (int, float)):
             lines.append(f"{100 * data['sol_fraction']:.1f}% of the speed-of-light floor ({data.get('sol_bound') or 'bound'})")
-        lines += _breakdown_lines(data.get("kernel_breakdown") or ())
+        lines += _breakdown_lines(data)
         message = "\n".join(line for line in lines if line)
         return cls(
             kind=kind,
@@ -164,17 +164,18 @@ class Evaluation:
         return "\n".join(lines)
 
 
-def _breakdown_lines(rows: Any, top: int = 8) -> list[str]:
-    """The candidate's kernels (the result's ``kernel_breakdown`` rows), slowest first, as the evaluator's
-    `format_breakdown` table."""
-    rows = [dict(r) for r in rows if isinstance(r, Mapping)]
-    if not rows:
-        return []
-    from cuda_agent.evaluator.profile import KernelTime, format_breakdown
+def _breakdown_lines(data: Mapping[str, Any], top: int = 8) -> list[str]:
+    """The candidate's kernels and torch.compile's (the result's ``kernel_breakdown`` and
+    ``compile_kernel_breakdown`` rows), slowest first, as the evaluator's `format_breakdown` tables."""
+    from cuda_agent.evaluator.profile import format_breakdown_rows
 
-    kernels = [KernelTime(str(r.get("name", "?")), float(r.get("total_us") or 0.0), int(r.get("calls") or 0))
-               for r in rows]
-    return ["your kernels per call:", *format_breakdown(kernels, top=top).splitlines()]
+    lines: list[str] = []
+    for title, name in (("your kernels per call:", "kernel_breakdown"),
+                        ("torch.compile's kernels per call (the baseline to beat):", "compile_kernel_breakdown")):
+        text = format_breakdown_rows(data.get(name) or (), top=top)
+        if text:
+            lines += [title, *text.splitlines()]
+    return lines
 
 
 def _to_dict(result: Any) -> dict[str, Any]:

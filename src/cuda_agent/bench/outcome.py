@@ -155,11 +155,20 @@ def _get(result: Any, name: str) -> Any:
     return getattr(result, name, None)
 
 
-def _median_ms(stats: Any) -> float | None:
+def median_ms_of(stats: Any) -> float | None:
+    """The ``median_ms`` of timing stats (a `TimingStats` or its dict), or None."""
     if stats is None:
         return None
     value = stats.get("median_ms") if isinstance(stats, Mapping) else getattr(stats, "median_ms", None)
     return _opt_float(value)
+
+
+def baseline_ms(result: Any, name: str) -> float | None:
+    """The median of baseline ``name`` (``eager`` or ``compile``) as the result's speedups used it: the cached
+    time times the result's ``baseline_drift`` (eager PyTorch timed again during the evaluation), when present."""
+    median = median_ms_of(_get(result, name))
+    drift = _opt_float(_get(result, "baseline_drift"))
+    return median * drift if median is not None and drift is not None else median
 
 
 def _rule_names(result: Any) -> tuple[str, ...]:
@@ -197,9 +206,9 @@ def outcome_from_eval(result: Any, level: int | None = None, *, task_id: str | N
         correct=correct,
         speedup_vs_eager=speed("speedup_eager"),
         speedup_vs_compile=speed("speedup_compile"),
-        eager_ms=_median_ms(_get(result, "eager")),
-        compile_ms=_median_ms(_get(result, "compile")),
-        candidate_ms=_median_ms(_get(result, "candidate")),
+        eager_ms=baseline_ms(result, "eager"),
+        compile_ms=baseline_ms(result, "compile"),
+        candidate_ms=median_ms_of(_get(result, "candidate")),
         stage=stage,
         rules_fired=_rule_names(result),
         reward=_opt_float(_get(result, "reward")),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.bench.offline import task_key
-from cuda_agent.bench.outcome import TaskOutcome, failed
+from cuda_agent.bench.outcome import TaskOutcome, baseline_ms, failed, median_ms_of
 from cuda_agent.bench.results import BenchResults, load_results, save_results
 from cuda_agent.errors import ConfigError, CudaAgentError
 from cuda_agent.tasks import Task, TaskSet
@@ -58,19 +58,15 @@ def outcome_from_episode(task: Task, episode: Any, run_dir: Path) -> TaskOutcome
     ev = best.evaluation
     raw = dict(ev.raw or {})
 
-    def median(name: str) -> float | None:
-        stats = raw.get(name)
-        return stats.get("median_ms") if isinstance(stats, dict) else None
-
     return TaskOutcome(
         task_id=task.id,
         level=task.level,
         correct=bool(ev.correct),
         speedup_vs_eager=ev.speedup_vs_eager if ev.correct else None,
         speedup_vs_compile=ev.speedup_vs_compile if ev.correct else None,
-        eager_ms=median("eager"),
-        compile_ms=median("compile"),
-        candidate_ms=median("candidate"),
+        eager_ms=baseline_ms(raw, "eager"),
+        compile_ms=baseline_ms(raw, "compile"),
+        candidate_ms=median_ms_of(raw.get("candidate")),
         stage=ev.stage,
         rules_fired=tuple(ev.rules_fired),
         reward=float(best.reward),

@@ -29,6 +29,9 @@ def render(result, console: Console) -> None:  # result: EvalResult
         stats = getattr(result, name)
         if stats is not None:
             table.add_row(f"{name} time", f"{stats.median_ms:.4g} ms (cv {stats.cv:.3f}, n={stats.n})")
+    if result.eager_paired is not None and result.baseline_drift is not None:
+        table.add_row("eager again", f"{result.eager_paired.median_ms:.4g} ms on the candidate's inputs; baselines "
+                                     f"scaled by {result.baseline_drift:.3f}x")
     if result.speedup_eager is not None:
         table.add_row("speedup vs eager", f"{result.speedup_eager:.3f}x "
                                           f"[{_fmt(result.speedup_eager_low)}, {_fmt(result.speedup_eager_high)}]")
@@ -45,6 +48,17 @@ def render(result, console: Console) -> None:  # result: EvalResult
     for note in result.notes[:6]:
         table.add_row("note", note)
     console.print(table)
+    _print_breakdowns(result, console)
+
+
+def _print_breakdowns(result, console: Console) -> None:  # result: EvalResult
+    from cuda_agent.evaluator.profile import format_breakdown_rows
+
+    for title, rows in (("your kernels per call", result.kernel_breakdown),
+                        ("torch.compile's kernels per call", result.compile_kernel_breakdown)):
+        text = format_breakdown_rows(rows)
+        if text:
+            console.print(f"{title}:\n{text}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,7 @@ import re
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -29,19 +29,22 @@ from cuda_agent.evaluator.timing import TimingConfig, TimingStats, time_forward
 log = logging.getLogger(__name__)
 
 _KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-BASELINE_SCHEMA = 1
+BASELINE_SCHEMA = 2  # 2: the compiled baseline's per-kernel breakdown is stored with the times
 
 
 @dataclass(frozen=True)
 class BaselineTimes:
     """Eager and compiled times of one task's reference. ``compile_s``: seconds spent compiling and warming
-    ``torch.compile`` (0 when read from cache); ``compile_error``: why the compiled baseline fell back to eager."""
+    ``torch.compile`` (0 when read from cache); ``compile_error``: why the compiled baseline fell back to eager;
+    ``compile_kernels``: the compiled model's kernels per call (name, total_us, calls), slowest first, when they
+    were recorded (on a GPU)."""
 
     eager: TimingStats
     compile: TimingStats
     key: str
     compile_s: float = 0.0
     compile_error: str = ""
+    compile_kernels: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class BaselineTimes:
             "key": self.key,
             "compile_s": self.compile_s,
             "compile_error": self.compile_error,
+            "compile_kernels": [dict(k) for k in self.compile_kernels],
         }
 
     @classmethod
@@ -60,6 +64,7 @@ class BaselineTimes:
             key=str(data.get("key", "")),
             compile_s=float(data.get("compile_s", 0.0)),
             compile_error=str(data.get("compile_error", "")),
+            compile_kernels=tuple(dict(k) for k in data.get("compile_kernels", ())),
         )
 
 
@@ -161,7 +166,7 @@ class BaselineCache:
                 return cached, True
             times = measure()
             if times.key != key:
-                times = BaselineTimes(times.eager, times.compile, key, times.compile_s, times.compile_error)
+                times = replace(times, key=key)
             self.put(key, times, meta)
             return times, False
 
@@ -176,6 +181,7 @@ def measure_baselines(
     config: TimingConfig | None = None,
     compile_mode: str | None = None,
     compile_backend: str = "inductor",
+    breakdown: bool = False,
 ) -> BaselineTimes:
     """Time ``model`` eagerly and compiled with ``torch.compile`` (default mode and the inductor backend unless
     ``compile_mode``/``compile_backend`` say otherwise; another backend is for tests and experiments only).
@@ -183,7 +189,8 @@ def measure_baselines(
     The model is compiled once and warmed on every input set before timing, so compilation never lands in the
     measured times. If ``torch.compile`` fails, the compiled time is the eager time and ``compile_error`` says why
     (the reward then treats "beats compile" as "beats eager", which is what a user without a compiler would see).
-    Errors from the eager model itself propagate.
+    Errors from the eager model itself propagate. ``breakdown`` also records the compiled model's kernels on the
+    first input set (GPU only; when recording fails, the times are kept and the breakdown is left empty).
     """
     eager = time_forward(model, input_sets, warmup=warmup, reps=reps, config=config)
     start = time.perf_counter()
@@ -202,4 +209,19 @@ def measure_baselines(
         error = f"{type(exc).__name__}: {exc}"[:2000]
         log.warning("torch.compile baseline failed, using eager time instead: %s", error)
         compiled_stats = eager
-    return BaselineTimes(eager=eager, compile=compiled_stats, key=key, compile_s=compile_s, compile_error=error)
+    kernels: tuple[dict[str, Any], ...] = ()
+    if breakdown and not error:
+        kernels = _compiled_kernels(compiled, input_sets[0])
+    return BaselineTimes(eager=eager, compile=compiled_stats, key=key, compile_s=compile_s, compile_error=error,
+                         compile_kernels=kernels)
+
+
+def _compiled_kernels(compiled: Callable[..., Any], inputs: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    from cuda_agent.evaluator.profile import kernel_breakdown
+
+    try:
+        rows = kernel_breakdown(compiled, inputs)
+    except Exception as exc:  # noqa: BLE001 - the breakdown is for the agent's information only
+        log.warning("compiled baseline: kernel breakdown unavailable: %s: %s", type(exc).__name__, exc)
+        return ()
+    return tuple({"name": r.name, "total_us": r.total_us, "calls": r.calls} for r in rows)

@@ -44,6 +44,10 @@ class EvalConfig:
         seed: None draws fresh seeds from the OS every call (the default and the only safe setting); an int makes a
             run reproducible for debugging.
         sol_tolerance: a candidate timed below floor * sol_tolerance fires the speed-of-light rule.
+        baseline_drift_limit: eager PyTorch is timed again on the candidate's own timing inputs, and the cached
+            baselines are scaled by how much slower or faster it ran now, by at most this fraction either way
+            (0 turns the re-timing off). This cancels drift between evaluations (clocks, where the inputs landed
+            in memory); the cap bounds what a candidate could gain by slowing the re-timed reference.
         max_log_chars: logs kept in the result are trimmed to this many characters.
     """
 
@@ -67,6 +71,7 @@ class EvalConfig:
     speed_threshold: float = 0.05
     seed: int | None = None
     sol_tolerance: float = 0.9
+    baseline_drift_limit: float = 0.05
     max_log_chars: int = 4000
 
     def __post_init__(self) -> None:
@@ -84,6 +89,8 @@ class EvalConfig:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ConfigError(f"EvalConfig.{name} must be >= 0, got {value}")
+        if not 0 <= self.baseline_drift_limit < 1:
+            raise ConfigError(f"EvalConfig.baseline_drift_limit must be in [0, 1), got {self.baseline_drift_limit}")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ConfigError(f"EvalConfig.device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
 

@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.profiler
@@ -246,3 +246,12 @@ def format_breakdown(rows: Sequence[KernelTime], top: int = 10, width: int = 90)
         rest = sum(r.total_us for r in rows[top:])
         lines.append(f"{100 * rest / total:5.1f}% {rest:10.2f} {'':5}  ({len(rows) - top} more kernels)")
     return "\n".join(lines)
+
+
+def format_breakdown_rows(rows: Sequence[Any], top: int = 10) -> str:
+    """`format_breakdown` of a result's breakdown rows (mappings with ``name``, ``total_us``, ``calls``, as stored
+    in ``EvalResult.kernel_breakdown`` and ``compile_kernel_breakdown``); rows that are not mappings are skipped;
+    empty text when none is left."""
+    kernels = [KernelTime(str(r.get("name", "?")), float(r.get("total_us") or 0.0), int(r.get("calls") or 0))
+               for r in rows if isinstance(r, Mapping)]
+    return format_breakdown(kernels, top=top) if kernels else ""

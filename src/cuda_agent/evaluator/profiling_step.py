@@ -1,9 +1,10 @@
 """Timing after a correct verification: the candidate timed with outputs re-checked (on inputs refilled in place),
-baselines from the cache (measured before the candidate loaded), speedups with spread, the speed-of-light floor,
-and the reward."""
+baselines from the cache (measured before the candidate loaded) corrected for drift by eager PyTorch timed again on
+the candidate's inputs, speedups with spread, the speed-of-light floor, and the reward."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,8 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
 
         inductor_config.compile_threads = 1
         sets = [probe] + [reference.make_inputs(module, s, device) for s in seeds[1:n_sets]]
-        return measure_baselines(ref_model, sets, warmup=config.warmup, reps=config.reps, key=key)
+        return measure_baselines(ref_model, sets, warmup=config.warmup, reps=config.reps, key=key,
+                                 breakdown=device.type == "cuda")
 
     return cache.get_or_measure(key, measure)
 
@@ -100,6 +102,8 @@ def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
     except Exception as exc:  # noqa: BLE001
         err = v._fail(exc, "forward during timing")
         return failure(v.task.id, err.stage, err.reason, log=err.log, rules_fired=tuple(v.violations), **common)
+    del goldens[1:]  # the speed-of-light estimate needs the first set's outputs only
+    eager_paired = _time_reference_again(v, sets) if stats is not None and v.baselines is not None else None
     v._integrity("after timing")
     profile_s = _perf() - started
     common = {**common, "profile_seconds": profile_s}
@@ -109,8 +113,15 @@ def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
     base = v.baselines
     fields: dict[str, Any] = {"candidate": stats}
     if base is not None:
-        s_e, lo_e, hi_e = speedup_with_spread(base.eager, stats)
-        s_c, lo_c, hi_c = speedup_with_spread(base.compile, stats)
+        drift = 1.0
+        if eager_paired is not None:
+            measured, drift = drift_factor(eager_paired.median_ms, base.eager.median_ms, config.baseline_drift_limit)
+            if drift != measured:
+                v.notes.append(f"eager PyTorch ran {measured:.3f}x its cached time now; the baselines were scaled "
+                               f"by {drift:.3f}x only (baseline_drift_limit {config.baseline_drift_limit})")
+            fields.update(eager_paired=eager_paired, baseline_drift=drift)
+        s_e, lo_e, hi_e = speedup_with_spread(base.eager.scaled(drift), stats)
+        s_c, lo_c, hi_c = speedup_with_spread(base.compile.scaled(drift), stats)
         fields.update(eager=base.eager, compile=base.compile, speedup_eager=s_e, speedup_eager_low=lo_e,
                       speedup_eager_high=hi_e, speedup_compile=s_c, speedup_compile_low=lo_c,
                       speedup_compile_high=hi_c)
@@ -125,6 +136,36 @@ def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
                        rules_fired=tuple(v.violations), **fields, **common)
     result = EvalResult(task_id=v.task.id, stage="timed", correct=True, **fields, **common)
     return replace(result, reward=reward(result, config.speed_threshold), continuous_reward=continuous(result))
+
+
+def drift_factor(paired_ms: float, cached_ms: float, limit: float) -> tuple[float, float]:
+    """(measured, applied): how much slower (>1) or faster (<1) eager PyTorch ran now than when its time was cached,
+    and that ratio capped to [1/(1+limit), 1+limit]. A limit of 0 applies no correction. Raises ValueError on
+    times that are not positive and finite, or a negative limit."""
+    if not (math.isfinite(paired_ms) and math.isfinite(cached_ms)) or paired_ms <= 0 or cached_ms <= 0:
+        raise ValueError(f"drift_factor: times must be positive and finite, got {paired_ms} and {cached_ms} ms")
+    if limit < 0:
+        raise ValueError(f"drift_factor: limit must be >= 0, got {limit}")
+    measured = paired_ms / cached_ms
+    return measured, min(max(measured, 1.0 / (1.0 + limit)), 1.0 + limit)
+
+
+def _time_reference_again(v: "Verifier", sets: list[list[Any]]) -> Any:
+    """Eager PyTorch timed on the candidate's own timing inputs, right after the candidate.
+
+    Rationale: baselines are cached, so a candidate timed while the GPU runs a little slower or faster (clocks, where
+    this evaluation's inputs landed in memory) would carry that drift into its speedup; the same reference on the
+    same buffers moments later sees the same conditions. The candidate's code can still run here only through state
+    it left behind, which the integrity checks after timing look for, and the correction is capped."""
+    from cuda_agent.evaluator.timing import time_forward
+
+    if v.config.baseline_drift_limit <= 0:
+        return None
+    try:
+        return time_forward(v.ref_model, sets, warmup=v.config.warmup, reps=v.config.reps)
+    except Exception as exc:  # noqa: BLE001 - the cached baselines still stand
+        v.notes.append(f"eager PyTorch could not be timed again: {type(exc).__name__}: {exc}"[:300])
+        return None
 
 
 def _speed_of_light(v: "Verifier", inputs: list[Any], outputs: Any, stats: Any, fields: dict[str, Any]) -> None:
@@ -155,5 +196,7 @@ def _breakdown(v: "Verifier", inputs: list[Any], fields: dict[str, Any]) -> None
         with torch.no_grad():
             rows = kernel_breakdown(v.model, inputs)
         fields["kernel_breakdown"] = tuple({"name": k.name, "total_us": k.total_us, "calls": k.calls} for k in rows)
+        if v.baselines is not None:
+            fields["compile_kernel_breakdown"] = v.baselines.compile_kernels
     except Exception as exc:  # noqa: BLE001
         v.notes.append(f"kernel breakdown unavailable: {type(exc).__name__}: {exc}"[:300])

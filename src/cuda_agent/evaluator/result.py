@@ -41,7 +41,10 @@ class EvalResult:
 
     ``stage`` is where it ended (see STAGES); ``reason`` says why in a sentence the agent can act on. Times are the
     profile's (None when not timed); speedups are baseline median / candidate median, with ``*_low``/``*_high`` the
-    range the medians' confidence intervals allow. ``sol_fraction`` is the speed-of-light floor divided by the
+    range the medians' confidence intervals allow. ``eager`` and ``compile`` are the cached baselines as measured
+    before the candidate loaded; ``eager_paired`` is eager PyTorch timed again on the candidate's own timing inputs,
+    and ``baseline_drift`` the factor (eager_paired / eager, capped by the config's ``baseline_drift_limit``) that
+    both baselines were multiplied by for the speedups and the continuous reward. ``sol_fraction`` is the speed-of-light floor divided by the
     candidate's time (1.0 = at the hardware floor). ``reward`` is the paper's -1/1/2/3, ``continuous_reward``
     compile time / candidate time (or -1).
     """
@@ -57,6 +60,8 @@ class EvalResult:
     eager: TimingStats | None = None
     compile: TimingStats | None = None
     candidate: TimingStats | None = None
+    eager_paired: TimingStats | None = None
+    baseline_drift: float | None = None
     speedup_eager: float | None = None
     speedup_eager_low: float | None = None
     speedup_eager_high: float | None = None
@@ -79,6 +84,7 @@ class EvalResult:
     total_seconds: float | None = None
     device: str = ""
     kernel_breakdown: tuple[dict[str, Any], ...] = ()
+    compile_kernel_breakdown: tuple[dict[str, Any], ...] = ()
     log: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -131,12 +137,13 @@ class EvalResult:
         known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         kwargs["rules_fired"] = tuple(RuleViolation.from_dict(v) for v in data.get("rules_fired", ()))
-        for name in ("eager", "compile", "candidate"):
+        for name in ("eager", "compile", "candidate", "eager_paired"):
             if kwargs.get(name) is not None:
                 kwargs[name] = TimingStats.from_dict(kwargs[name])
         for name in ("checks_run", "notes"):
             kwargs[name] = tuple(kwargs.get(name, ()))
-        kwargs["kernel_breakdown"] = tuple(dict(k) for k in kwargs.get("kernel_breakdown", ()))
+        for name in ("kernel_breakdown", "compile_kernel_breakdown"):
+            kwargs[name] = tuple(dict(k) for k in kwargs.get(name, ()))
         return cls(**kwargs)
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -160,12 +167,14 @@ def reward(result: EvalResult, threshold: float = 0.05) -> int:
 
 
 def continuous(result: EvalResult) -> float:
-    """compile time / candidate time when correct and timed; -1 when incorrect; 1.0 when correct but not timed."""
+    """compile time (times the baseline drift) / candidate time when correct and timed; -1 when incorrect; 1.0 when
+    correct but not timed."""
     correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
     if correct and (result.compile is None or result.candidate is None):
         return 1.0
+    drift = result.baseline_drift if result.baseline_drift is not None else 1.0
     return continuous_reward(
         correct,
-        result.compile.median_ms if result.compile else None,
+        result.compile.median_ms * drift if result.compile else None,
         result.candidate.median_ms if result.candidate else None,
     )

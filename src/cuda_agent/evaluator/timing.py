@@ -175,6 +175,17 @@ class TimingStats:
             return math.inf
         return (float(self.ci_high_ms) - float(self.ci_low_ms)) / (2.0 * self.median_ms)  # type: ignore[arg-type]
 
+    def scaled(self, factor: float) -> "TimingStats":
+        """The same statistics with every time multiplied by ``factor`` (cv and n unchanged). Raises ValueError
+        unless ``factor`` is positive and finite."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"TimingStats.scaled: factor must be positive and finite, got {factor}")
+        times = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "ci_low_ms", "ci_high_ms", "hidden_ms")
+        changes = {name: getattr(self, name) * factor for name in times}
+        if self.host_median_ms is not None:
+            changes["host_median_ms"] = self.host_median_ms * factor
+        return replace(self, **changes)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
