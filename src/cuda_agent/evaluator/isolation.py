@@ -4,7 +4,8 @@ Two ways: `run_isolated` spawns a fresh interpreter per evaluation (simple; pays
 `WarmWorker` keeps a fork server that imported torch once and forks a fresh child per evaluation (what the pool
 uses for the 5-second round trip). Both put the evaluation in its own session and, past the time limit, kill the
 whole process group. A crash, an illegal memory access, a hang or running out of memory all come back as an
-`EvalResult` whose stage and reason say so.
+`EvalResult` whose stage and reason say so. The result itself comes back on the sealed report channel
+(`cuda_agent.evaluator.report`); a forged or second report ends in rule ``report_tampering``.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import EvalTimeoutError, PoolError
+from cuda_agent.evaluator.report import WITHHELD_EXIT, ReportInbox, wait_for_report
 from cuda_agent.evaluator.result import EvalResult, failure
+from cuda_agent.evaluator.rules import RuleViolation
 
 log = logging.getLogger(__name__)
 _SRC = str(Path(__file__).resolve().parents[2])
@@ -62,6 +65,11 @@ def _died(task_id: str, code: int | None, log_text: str, seconds: float) -> Eval
     return failure(task_id, "crashed", reason + "; see log", log=log_text, total_seconds=seconds)
 
 
+def _tampered(task_id: str, why: str, log_text: str, seconds: float) -> EvalResult:
+    return failure(task_id, "rule_violation", f"the result channel was tampered with: {why}",
+                   rules_fired=(RuleViolation("report_tampering", why),), log=log_text, total_seconds=seconds)
+
+
 def _timed_out(task_id: str, timeout_s: float, log_text: str) -> EvalResult:
     return failure(task_id, "timeout", f"the evaluation ran past its {timeout_s:g} s limit (a hang or an endless "
                                        "kernel) and was killed", log=log_text, total_seconds=timeout_s)
@@ -77,30 +85,48 @@ def _kill_group(pgid: int) -> None:
 def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> EvalResult:
     """Evaluate ``job`` in a freshly spawned interpreter (its own session); never raises for the candidate's sake."""
     task_id = job["task"]["id"]
-    with tempfile.TemporaryDirectory(prefix="cuda_agent_eval_") as tmp:
-        job_path, out_path, log_path = (os.path.join(tmp, n) for n in ("job.json", "result.json", "log.txt"))
+    with tempfile.TemporaryDirectory(prefix="cuda_agent_eval_") as tmp, ReportInbox() as inbox:
+        job_path, log_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "log.txt")
         with open(job_path, "w") as fh:
-            json.dump({"job": job, "env": env or {}}, fh)
+            json.dump({"job": job, "env": env or {}, "report_to": inbox.address}, fh)
         start = time.perf_counter()
         with open(log_path, "wb") as log_fh:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.evaluator.worker", "--job", job_path, "--out", out_path],
+                [sys.executable, "-m", "cuda_agent.evaluator.worker", "--job", job_path],
                 stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_child_env(env),
                 start_new_session=True,
             )
-            try:
-                code = proc.wait(timeout=timeout_s + 30)  # + interpreter start-up
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid)
-                proc.wait()
-                return _timed_out(task_id, timeout_s, _tail(log_path))
+            try:  # + interpreter start-up
+                finished, code = wait_for_report(inbox, proc.pid, proc.poll, time.monotonic() + timeout_s + 30)
+                if not finished:
+                    _kill_group(proc.pid)
+                    proc.wait()
+                    return _timed_out(task_id, timeout_s, _tail(log_path))
             finally:
                 _kill_group(proc.pid)  # nothing the evaluation started outlives it
+        payload, why = inbox.verdict(proc.pid)
         seconds = time.perf_counter() - start
-        if os.path.exists(out_path):
-            with open(out_path) as fh:
-                return EvalResult.from_dict(json.load(fh))
-        return _died(task_id, code, _tail(log_path), seconds)
+        return _from_report(task_id, payload, why, code, _tail(log_path), seconds)
+
+
+def _from_report(task_id: str, payload: dict[str, Any] | None, why: str, code: int | None, log_text: str,
+                 seconds: float) -> EvalResult:
+    """The result an evaluation reported, or the failure that explains why there is none."""
+    if why or (payload is not None and "tampered" in payload):
+        return _tampered(task_id, why or str(payload["tampered"])[:500], log_text, seconds)  # type: ignore[index]
+    if payload is not None and "result" in payload:
+        return EvalResult.from_dict(payload["result"])
+    if payload is None and code == 0:
+        # Rationale: the evaluation exits 0 only after its report went out; exiting 0 without one is candidate code
+        # ending the process (os._exit) after trying to report for it.
+        return _tampered(task_id, "the evaluation process exited with code 0 without reporting (ended by candidate "
+                                  "code)", log_text, seconds)
+    if payload is None and code == WITHHELD_EXIT:
+        why = "Python threads the evaluation did not start were still running at its end; it withheld its result"
+        return failure(task_id, "rule_violation", why, rules_fired=(RuleViolation("background_thread", why),),
+                       log=log_text, total_seconds=seconds)
+    error = str(payload.get("error", "")) if payload is not None else ""
+    return _died(task_id, code, log_text + (f"\n{error}" if error else ""), seconds)
 
 
 class WarmWorker:
@@ -175,8 +201,7 @@ class WarmWorker:
         deadline = start + timeout_s + 5
         buffer = b""
         pgid: int | None = None
-        result: dict[str, Any] | None = None
-        error = ""
+        payload: dict[str, Any] | None = None
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
@@ -196,18 +221,12 @@ class WarmWorker:
                 message = json.loads(line.decode())
                 if "pid" in message:
                     pgid = int(message["pid"])
-                elif "result" in message:
-                    result = message["result"]
-                elif "error" in message:
-                    error = message["error"]
                 elif "exit" in message:
-                    if result is not None:
-                        return EvalResult.from_dict(result)
-                    text = _tail(log_path) + (f"\n{error}" if error else "")
-                    return _died(task_id, message["exit"], text, time.perf_counter() - start)
-        if result is not None:
-            return EvalResult.from_dict(result)
-        return _died(task_id, None, _tail(log_path) + (f"\n{error}" if error else ""), time.perf_counter() - start)
+                    return _from_report(task_id, payload, "", message["exit"], _tail(log_path),
+                                        time.perf_counter() - start)
+                else:  # the supervisor's verdict on the report: result, error or tampered
+                    payload = message
+        return _from_report(task_id, payload, "", None, _tail(log_path), time.perf_counter() - start)
 
 
 __all__ = ["EvalTimeoutError", "WarmWorker", "run_isolated"]

@@ -22,6 +22,7 @@ from cuda_agent.evaluator.checks.audit import audit
 from cuda_agent.evaluator.checks.integrity import Snapshot
 from cuda_agent.evaluator.checks.static import scan_source
 from cuda_agent.evaluator.config import EvalConfig
+from cuda_agent.evaluator.report import python_threads
 from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.evaluator.rules import RuleViolation
 from cuda_agent.evaluator.verify import CandidateError, PhaseClock, Verifier
@@ -46,15 +47,18 @@ def _evaluator_modules() -> list[str]:
     return [name for name in sys.modules if name.startswith("cuda_agent.evaluator") or name == "cuda_agent.build.runtime"]
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
+def run_job(job: dict[str, Any], threads_at_load: list[frozenset[int]] | None = None) -> dict[str, Any]:
     """Evaluate ``job`` (task, solution, config as plain dicts) and return the EvalResult as a dict. Never raises
-    for anything the candidate does; evaluator bugs end in stage 'eval_error' with the traceback in the log."""
+    for anything the candidate does; evaluator bugs end in stage 'eval_error' with the traceback in the log.
+    ``threads_at_load``, if given, receives the Python threads alive just before candidate code loaded (the report
+    channel withholds the result if others are alive at the end)."""
     start = _perf()
     task = Task.from_dict(job["task"])
     config = EvalConfig.from_dict(job["config"])
     solution = Path(job["solution"]).resolve()
+    audit().clear()
     try:
-        result = _evaluate(task, solution, config)
+        result = _evaluate(task, solution, config, threads_at_load)
     except CandidateError as exc:
         if exc.violations:  # rules fired before the candidate went on to fail: the rules are the verdict
             result = failure(task.id, "rule_violation", "; ".join(str(v) for v in exc.violations[:3])
@@ -62,7 +66,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         else:
             result = failure(task.id, exc.stage, exc.reason, log=exc.log)
     except candidate_mod.CandidateLoadError as exc:
-        result = failure(task.id, exc.stage, exc.reason, log=exc.log, build_seconds=exc.build_seconds)
+        hits = tuple(RuleViolation(rule, detail) for rule, detail in audit().log.hits)
+        if hits:  # the audit hook refused something the candidate asked for while loading
+            result = failure(task.id, "rule_violation", "; ".join(str(v) for v in hits[:3])
+                             + f"; then {exc.stage}: {exc.reason}", log=exc.log, rules_fired=hits,
+                             build_seconds=exc.build_seconds)
+        else:
+            result = failure(task.id, exc.stage, exc.reason, log=exc.log, build_seconds=exc.build_seconds)
     except torch.OutOfMemoryError as exc:
         result = failure(task.id, "out_of_memory", f"out of memory: {exc}"[:500])
     except TaskError as exc:
@@ -88,7 +98,8 @@ def _fp32_task(inputs: list[Any], outputs: Any) -> bool:
     return bool(floats) and all(d in (torch.float32, torch.float64) for d in floats)
 
 
-def _evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResult:
+def _evaluate(task: Task, solution: Path, config: EvalConfig,
+              threads_at_load: list[frozenset[int]] | None = None) -> EvalResult:
     device = resolve_device(config.device)
     kind = candidate_mod.solution_kind(solution)
     if kind == "workspace" and device.type != "cuda" and any((solution / "kernels").glob("*.cu")):
@@ -132,6 +143,8 @@ def _evaluate(task: Task, solution: Path, config: EvalConfig) -> EvalResult:
         snapshot = Snapshot.take(extra_modules=_evaluator_modules(),
                                  extra_classes=[module.Model], ops=compare.TRUSTED_OPS + tuple(ref_ops))
     roots = (str(solution if kind == "workspace" else solution.parent),)
+    if threads_at_load is not None:
+        threads_at_load.append(python_threads())
     hook.arm(roots, (str(solution / "model.py"),) if kind == "workspace" else ())
     try:
         with clock("candidate_load"):

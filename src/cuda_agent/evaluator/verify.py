@@ -118,6 +118,8 @@ class Verifier:
             torch.cuda.synchronize(self.device)
 
     def _fail(self, exc: BaseException, where: str) -> CandidateError:
+        for rule, detail in audit().log.hits:  # Rationale: a refused operation is often why the candidate failed.
+            self.fire(rule, detail)
         text = "".join(traceback.format_exception(exc))
         if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
             return CandidateError("out_of_memory", f"{where}: out of memory: {str(exc)[:300]}", text, self.violations)

@@ -1,9 +1,10 @@
-"""The worker process: runs one evaluation (``--job``/``--out``), or serves many as a warm fork server
-(``--serve SOCKET``).
+"""The worker process: runs one evaluation (``--job``), or serves many as a warm fork server (``--serve SOCKET``).
 
 The fork server imports torch and the evaluator once, never initialises CUDA, and forks a fresh child per
 evaluation: the child starts in milliseconds with everything imported, and owns the GPU context alone. Each
-evaluation runs in its own session (process group), so a timeout kills everything it started.
+evaluation runs in its own session (process group), so a timeout kills everything it started. Results travel on
+the sealed report channel (`cuda_agent.evaluator.report`): the evaluation holds no channel to the trusted side while
+candidate code can run, and the trusted side believes one report from the evaluation's own process only.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import torch  # noqa: F401
 import cuda_agent.evaluator  # noqa: F401
 from cuda_agent.evaluator import pipeline
 from cuda_agent.evaluator.checks.audit import audit
+from cuda_agent.evaluator.report import WITHHELD_EXIT, ReportInbox, send_report, wait_for_report
 
 
 def _preload() -> None:
@@ -45,17 +47,41 @@ def _apply_env(env: dict[str, str] | None) -> None:
         os.environ.update({str(k): str(v) for k, v in env.items()})
 
 
-def run_file_job(job_path: str, out_path: str) -> int:
+def run_file_job(job_path: str) -> int:
+    """Evaluate the job in ``job_path`` and report to the address it names (``report_to``)."""
+    send = send_report  # Rationale: bound before any candidate code exists in this process.
     with open(job_path) as fh:
         payload = json.load(fh)
+    address = str(payload["report_to"])
     _apply_env(payload.get("env"))
     audit()
-    result = pipeline.run_job(payload["job"])
-    tmp = out_path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, out_path)
-    return 0
+    threads: list[frozenset[int]] = []
+    report = _evaluate(payload["job"], threads)
+    return 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
+
+
+def _evaluate(job: dict[str, Any], threads: list[frozenset[int]]) -> dict[str, Any]:
+    """The report: the job's result, or the error that stopped it. ``threads`` receives the Python threads alive when
+    the candidate loaded."""
+    try:
+        return {"result": pipeline.run_job(job, threads)}
+    except BaseException as exc:  # noqa: BLE001 - the trusted side must hear why
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _exit_code(pid: int) -> int | None:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def relay_verdict(conn: socket.socket, payload: dict[str, Any] | None, why: str) -> None:
+    """Pass what the inbox concluded to the caller: a result, the evaluation's own error, or tampering."""
+    if why or (payload is not None and "tampered" in payload):
+        _send(conn, {"tampered": why or str(payload["tampered"])[:500]})  # type: ignore[index]
+    elif payload is not None and "result" in payload:
+        _send(conn, {"result": payload["result"]})
+    elif payload is not None and "error" in payload:
+        _send(conn, {"error": str(payload["error"])[:2000]})
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -79,31 +105,36 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
     request = _read_request(conn)
     log_path = request.get("log_path") or f"/tmp/cuda_agent_eval_{os.getpid()}.log"
     _send(conn, {"pid": os.getpid()})
+    inbox = ReportInbox()
+    address, send = inbox.address, send_report  # Rationale: bound before any candidate code exists.
     child = os.fork()
     if child == 0:
         code = 1
         try:
+            # Rationale: no channel to the trusted side while candidate code can run (a forged result written to
+            # an inherited socket was believed).
+            conn.close()
+            inbox.close()
             fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             _apply_env(request.get("env"))
             audit()
-            result = pipeline.run_job(request["job"])
-            _send(conn, {"result": result})
-            code = 0
-        except BaseException as exc:  # noqa: BLE001
-            try:
-                _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
-            except OSError:
-                pass
+            threads: list[frozenset[int]] = []
+            report = _evaluate(request["job"], threads)
+            code = 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
+        except BaseException:  # noqa: BLE001 - nothing to report with; the exit code says it
+            pass
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    _, status = os.waitpid(child, 0)
-    message: dict[str, Any] = {"exit": os.waitstatus_to_exitcode(status), "log_path": log_path}
+    _, code = wait_for_report(inbox, child, lambda: _exit_code(child), deadline=float("inf"))
+    payload, why = inbox.verdict(child)
+    inbox.close()
     try:
-        _send(conn, message)
+        relay_verdict(conn, payload, why)
+        _send(conn, {"exit": code, "log_path": log_path})
     except OSError:
         pass
     os._exit(0)
@@ -132,15 +163,14 @@ def serve(socket_path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cuda_agent.evaluator.worker")
     parser.add_argument("--job")
-    parser.add_argument("--out")
     parser.add_argument("--serve")
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
         return 0
-    if not (args.job and args.out):
-        parser.error("give --job and --out, or --serve SOCKET")
-    return run_file_job(args.job, args.out)
+    if not args.job:
+        parser.error("give --job JOB.json (with report_to), or --serve SOCKET")
+    return run_file_job(args.job)
 
 
 if __name__ == "__main__":

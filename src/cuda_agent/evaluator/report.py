@@ -1,0 +1,248 @@
+"""The sealed report channel: how an evaluation process hands its result to the trusted process that started it.
+
+Why: candidate code runs inside the evaluation process, so whatever that process holds, the candidate can use.
+The result used to go back over a socket the evaluation inherited: a candidate that wrote a made-up "timed,
+reward 3" line to every file descriptor it held and then exited was believed (reproduced through the warm worker,
+the pool's path: reward 3 for a model that computed nothing). Now:
+
+- the evaluation holds no channel while candidate code can run: it closes what it inherited before it loads
+  anything, and connects to the trusted side's listening socket (`ReportInbox`) only after the evaluation is over;
+- the audit hook refuses sockets, process spawns, threads and interpreter hooks (trace, profile, audit, monitoring)
+  asked for by candidate code (`checks.audit`), so candidate Python code cannot open a channel of its own or arrange
+  to run while the real one is open;
+- before connecting, `send_report` seals the interpreter: trace and profile functions cleared, the garbage collector
+  off (no finalizer or gc callback runs), signals blocked and ignored, interval timers stopped;
+- Python threads that were not there when the evaluation began make it withhold its report (exit code
+  `WITHHELD_EXIT`): such a thread could write to the channel between connect and send (threads raise no audit
+  event before Python 3.13, so they cannot be refused when they start);
+- the JSON encoder is checked against its state at import before it encodes the result;
+- the trusted side takes a report only from the evaluation's own process id (``SO_PEERCRED``), and exactly one; a
+  report from any other process, or a second one, is tampering (rule ``report_tampering``).
+
+What this does not stop: native code in the candidate's extension runs with the process's rights, and Python code
+that deliberately rewrites the evaluator's own objects (reached through ``sys.modules``, which the static pass
+flags) can still subvert the process it runs in.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import json.encoder
+import secrets
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import Any
+
+_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+MAX_REPORT_BYTES = 64 << 20
+WITHHELD_EXIT = 87  # the evaluation withheld its report: Python threads it did not start were running
+
+# Bound at import, before any candidate code exists in this process.
+_socket = socket.socket
+_settrace = sys.settrace
+_setprofile = sys.setprofile
+_monitoring = getattr(sys, "monitoring", None)
+_gc_disable = gc.disable
+_gc_callbacks = gc.callbacks
+_sigmask = signal.pthread_sigmask
+_setitimer = signal.setitimer
+_set_handler = signal.signal
+_signals = tuple(signal.valid_signals())
+# Faults keep their default action (ignoring a real fault would spin); SIGKILL and SIGSTOP cannot be handled.
+_UNTOUCHED_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
+                                signal.SIGILL, signal.SIGTRAP, signal.SIGSYS, signal.SIGABRT})
+_dumps = json.dumps
+_current_frames = sys._current_frames
+_get_ident = threading.get_ident
+
+
+def _encoder_snapshot() -> dict[str, Any]:
+    enc = json.encoder
+    return {
+        "json.dumps": json.dumps, "json._default_encoder": json._default_encoder,
+        "json.encoder.c_make_encoder": enc.c_make_encoder, "json.encoder.encode_basestring": enc.encode_basestring,
+        "json.encoder.encode_basestring_ascii": enc.encode_basestring_ascii,
+        "json.encoder._make_iterencode": enc._make_iterencode, "json.encoder.JSONEncoder": enc.JSONEncoder,
+        "JSONEncoder.encode": enc.JSONEncoder.encode, "JSONEncoder.iterencode": enc.JSONEncoder.iterencode,
+        "JSONEncoder.default": enc.JSONEncoder.default,
+    }
+
+
+_encoder_parts = _encoder_snapshot()
+_encoder_state = dict(vars(json._default_encoder))
+_TAMPERED_ENCODER = (b'{"tampered": "the JSON encoder the evaluator reports with was replaced after the candidate '
+                     b'loaded"}\n')
+
+
+def _encoder_changes() -> list[str]:
+    now = _encoder_snapshot()
+    changed = [name for name, obj in _encoder_parts.items() if now[name] is not obj]
+    if vars(_encoder_parts["json._default_encoder"]) != _encoder_state:
+        changed.append("json._default_encoder's settings")
+    return changed
+
+
+def seal_interpreter() -> None:
+    """From here on no candidate Python code runs in this thread: trace and profile functions cleared, monitoring
+    tools switched off, the garbage collector off and its callbacks dropped, every signal blocked in this thread and
+    ignored (faults excepted), interval timers stopped. For a process that is about to report and exit."""
+    _settrace(None)
+    _setprofile(None)
+    if _monitoring is not None:
+        for tool in range(6):
+            try:
+                _monitoring.set_events(tool, 0)
+            except (ValueError, RuntimeError):
+                pass
+    _gc_disable()
+    del _gc_callbacks[:]
+    _sigmask(signal.SIG_BLOCK, _signals)
+    for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+        _setitimer(which, 0)
+    for sig in _signals:
+        if sig in _UNTOUCHED_SIGNALS:
+            continue
+        try:  # ignored, not default: a signal sent to the process may land on a native thread that does not block it
+            _set_handler(sig, signal.SIG_IGN)
+        except (OSError, ValueError, RuntimeError):
+            pass
+
+
+def python_threads() -> frozenset[int]:
+    """The ids of the threads now running Python code (including ones started through ``_thread``)."""
+    return frozenset(_current_frames())
+
+
+def send_report(address: str, payload: dict[str, Any], threads_before: frozenset[int] | None) -> bool:
+    """Seal the interpreter, then send ``payload`` (``{"result": ...}`` or ``{"error": ...}``) as one JSON line on a
+    fresh connection to ``address``. Returns False, without connecting, when Python threads other than
+    ``threads_before`` (those alive when the candidate loaded; None: it never loaded) and this one are alive; the
+    caller then exits with `WITHHELD_EXIT`. Raises OSError when the trusted side is gone."""
+    seal_interpreter()
+    if threads_before is not None and python_threads() - threads_before - {_get_ident()}:
+        return False
+    data = _TAMPERED_ENCODER if _encoder_changes() else (_dumps(payload) + "\n").encode()
+    sock = _socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(address)
+        sock.sendall(data)
+    finally:
+        sock.close()
+    return True
+
+
+class ReportInbox:
+    """The trusted side: a listening socket at a fresh abstract address; `poll` while the evaluation runs, then
+    `verdict(pid)` once it has ended. Use as a context manager or call `close`."""
+
+    def __init__(self) -> None:
+        self.address = "\0cuda-agent-report-" + secrets.token_hex(16)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.address)
+        self._listener.listen(16)
+        self._listener.setblocking(False)
+        self._open: dict[socket.socket, tuple[int, bytearray]] = {}
+        self._reports: list[tuple[int, bytes | None]] = []  # (sender pid, bytes; None when over the size cap)
+
+    def __enter__(self) -> "ReportInbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the listener and every open connection (in the evaluation process: right after the fork, so that
+        it holds nothing of the trusted side's)."""
+        for conn in list(self._open):
+            conn.close()
+        self._open.clear()
+        self._listener.close()
+
+    def poll(self, timeout_s: float) -> None:
+        """Accept connections and read what has arrived, waiting at most ``timeout_s``."""
+        if self._listener.fileno() < 0:
+            return
+        readable, _, _ = select.select([self._listener, *self._open], [], [], max(0.0, timeout_s))
+        for sock in readable:
+            if sock is self._listener:
+                self._accept()
+            else:
+                self._read(sock)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+            conn.setblocking(False)
+            self._open[conn] = (_PEERCRED.unpack(creds)[0], bytearray())
+
+    def _read(self, conn: socket.socket) -> None:
+        pid, buf = self._open[conn]
+        try:
+            chunk = conn.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if chunk and len(buf) + len(chunk) <= MAX_REPORT_BYTES:
+            buf += chunk
+            return
+        del self._open[conn]
+        conn.close()
+        self._reports.append((pid, bytes(buf) if not chunk else None))
+
+    def drain(self, quiet_s: float = 0.2, limit_s: float = 5.0) -> None:
+        """Poll until nothing new arrives for ``quiet_s`` (at most ``limit_s``); connections still open then are
+        dropped unread."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            before = (len(self._reports), sum(len(b) for _, b in self._open.values()), len(self._open))
+            self.poll(quiet_s)
+            after = (len(self._reports), sum(len(b) for _, b in self._open.values()), len(self._open))
+            if after == before:
+                break
+        for conn in list(self._open):
+            del self._open[conn]
+            conn.close()
+
+    def verdict(self, pid: int) -> tuple[dict[str, Any] | None, str]:
+        """``(payload, "")`` when exactly one complete report came from process ``pid`` and none from anywhere
+        else; ``(None, why)`` when something else reported or ``pid`` reported twice (tampering); ``(None, "")``
+        when nothing usable arrived (the process died before reporting)."""
+        self.drain()
+        foreign = sorted({sender for sender, _ in self._reports if sender != pid})
+        own = [data for sender, data in self._reports if sender == pid]
+        if foreign:
+            return None, (f"a result was reported by process {', '.join(map(str, foreign))}, not by the evaluation "
+                          f"(process {pid})")
+        if len(own) > 1:
+            return None, f"the evaluation process reported {len(own)} times; it reports once"
+        if not own or own[0] is None:
+            return None, "" if not own else "the report was larger than the evaluator ever writes"
+        try:
+            payload = json.loads(own[0].decode())
+        except (UnicodeDecodeError, ValueError):
+            return None, ""  # cut short: the process died while reporting
+        if not isinstance(payload, dict):
+            return None, "the report is not a JSON object"
+        return payload, ""
+
+
+def wait_for_report(inbox: ReportInbox, pid: int, exited: Any, deadline: float) -> tuple[bool, int | None]:
+    """Poll ``inbox`` until ``exited()`` returns the exit code of process ``pid`` (not None) or ``deadline``
+    (time.monotonic) passes; return (finished in time, exit code)."""
+    while True:
+        code = exited()
+        if code is not None:
+            return True, code
+        if time.monotonic() >= deadline:
+            return False, None
+        inbox.poll(min(0.05, max(0.0, deadline - time.monotonic())))
