@@ -28,6 +28,7 @@ from __future__ import annotations
 import gc
 import json
 import json.encoder
+import os
 import secrets
 import select
 import signal
@@ -163,12 +164,16 @@ class ReportInbox:
         self._open.clear()
         self._listener.close()
 
-    def poll(self, timeout_s: float) -> None:
-        """Accept connections and read what has arrived, waiting at most ``timeout_s``."""
+    def poll(self, timeout_s: float, wake_fd: int | None = None) -> None:
+        """Accept connections and read what has arrived, waiting at most ``timeout_s`` (less if ``wake_fd``, e.g. a
+        process's pidfd, becomes readable)."""
         if self._listener.fileno() < 0:
             return
-        readable, _, _ = select.select([self._listener, *self._open], [], [], max(0.0, timeout_s))
+        extra = [wake_fd] if wake_fd is not None else []
+        readable, _, _ = select.select([self._listener, *self._open, *extra], [], [], max(0.0, timeout_s))
         for sock in readable:
+            if not isinstance(sock, socket.socket):  # the wake-up descriptor
+                continue
             if sock is self._listener:
                 self._accept()
             else:
@@ -199,9 +204,9 @@ class ReportInbox:
         conn.close()
         self._reports.append((pid, bytes(buf) if not chunk else None))
 
-    def drain(self, quiet_s: float = 0.2, limit_s: float = 5.0) -> None:
+    def drain(self, quiet_s: float = 0.01, limit_s: float = 5.0) -> None:
         """Poll until nothing new arrives for ``quiet_s`` (at most ``limit_s``); connections still open then are
-        dropped unread."""
+        dropped unread. Called once the reporting process has ended, when all it sent is already buffered."""
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             before = (len(self._reports), sum(len(b) for _, b in self._open.values()), len(self._open))
@@ -238,11 +243,19 @@ class ReportInbox:
 
 def wait_for_report(inbox: ReportInbox, pid: int, exited: Any, deadline: float) -> tuple[bool, int | None]:
     """Poll ``inbox`` until ``exited()`` returns the exit code of process ``pid`` (not None) or ``deadline``
-    (time.monotonic) passes; return (finished in time, exit code)."""
-    while True:
-        code = exited()
-        if code is not None:
-            return True, code
-        if time.monotonic() >= deadline:
-            return False, None
-        inbox.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+    (time.monotonic) passes; return (finished in time, exit code). Wakes as soon as the process ends (pidfd)."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            code = exited()
+            if code is not None:
+                return True, code
+            if time.monotonic() >= deadline:
+                return False, None
+            inbox.poll(min(0.05, max(0.0, deadline - time.monotonic())), pidfd)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
