@@ -138,6 +138,9 @@ def profile_candidate(v: "Verifier", common: dict[str, Any]) -> EvalResult:
     return replace(result, reward=reward(result, config.speed_threshold), continuous_reward=continuous(result))
 
 
+PAIRED_TIME_CAP_S = 0.5
+
+
 def drift_factor(paired_ms: float, cached_ms: float, limit: float) -> tuple[float, float]:
     """(measured, applied): how much slower (>1) or faster (<1) eager PyTorch ran now than when its time was cached,
     and that ratio capped to [1/(1+limit), 1+limit]. A limit of 0 applies no correction. Raises ValueError on
@@ -157,12 +160,15 @@ def _time_reference_again(v: "Verifier", sets: list[list[Any]]) -> Any:
     this evaluation's inputs landed in memory) would carry that drift into its speedup; the same reference on the
     same buffers moments later sees the same conditions. The candidate's code can still run here only through state
     it left behind, which the integrity checks after timing look for, and the correction is capped."""
-    from cuda_agent.evaluator.timing import time_forward
+    from cuda_agent.evaluator.timing import TimingConfig, time_forward
 
     if v.config.baseline_drift_limit <= 0:
         return None
     try:
-        return time_forward(v.ref_model, sets, warmup=v.config.warmup, reps=v.config.reps)
+        # A quarter of the usual time cap: the median of the minimum repetitions is plenty for a correction that is
+        # capped at a few percent (the full cap doubled the profile phase of tasks whose spread converges slowly).
+        return time_forward(v.ref_model, sets, warmup=v.config.warmup, reps=v.config.reps,
+                            config=TimingConfig(time_cap_s=PAIRED_TIME_CAP_S))
     except Exception as exc:  # noqa: BLE001 - the cached baselines still stand
         v.notes.append(f"eager PyTorch could not be timed again: {type(exc).__name__}: {exc}"[:300])
         return None
