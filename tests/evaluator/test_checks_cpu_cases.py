@@ -33,4 +33,4 @@ def test_catalogue_covers_the_cpu_testable_rules() -> None:
             "trivial_output", "shape_specialized", "seed_specialized", "torch_fallback", "torch_compute_in_forward",
             "lowered_precision", "backend_flags_changed", "out_of_bounds_write", "unwritten_output",
             "forbidden_introspection", "audit_evasion", "distribution_specialized", "dispatcher_mode_leak",
-            "report_tampering", "evaluator_access", "correct"} <= expected
+            "report_tampering", "evaluator_access", "file_write", "correct"} <= expected

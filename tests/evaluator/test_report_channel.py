@@ -14,9 +14,10 @@ from cuda_agent.evaluator.report import ReportInbox, wait_for_report
 _SEND = textwrap.dedent(
     """
     import sys
-    from cuda_agent.evaluator.report import send_report
+    from cuda_agent.evaluator.report import make_sender
+    send = make_sender()
     for _ in range(int(sys.argv[2])):
-        send_report("\\0" + sys.argv[1], {"result": {"stage": "timed", "who": "child"}}, None)
+        send("\\0" + sys.argv[1], {"result": {"stage": "timed", "who": "child"}}, None)
     """
 )
 
@@ -71,7 +72,7 @@ def test_the_report_address_is_fresh_and_not_a_file() -> None:
 _SEAL = textwrap.dedent(
     """
     import gc, json, os, signal, sys, threading
-    from cuda_agent.evaluator.report import seal_interpreter, send_report
+    from cuda_agent.evaluator.report import make_sender, seal_interpreter
     ran = []
     signal.signal(signal.SIGALRM, lambda *a: ran.append("signal"))
     signal.setitimer(signal.ITIMER_REAL, 5.0)
@@ -85,7 +86,7 @@ _SEAL = textwrap.dedent(
                       "handler_ignored": signal.getsignal(signal.SIGALRM) == signal.SIG_IGN}))
     t = threading.Thread(target=threading.Event().wait, daemon=True)
     t.start()
-    print(send_report("\\0nobody-listens", {"result": {}}, frozenset({threading.get_ident()})))
+    print(make_sender()("\\0nobody-listens", {"result": {}}, frozenset({threading.get_ident()})))
     """
 )
 
@@ -97,3 +98,24 @@ def test_sealing_stops_signals_timers_hooks_and_the_collector() -> None:
     assert state == {"ran": [], "profile": True, "gc_enabled": False, "timer": 0.0, "callbacks": 0,
                      "handler_ignored": True}
     assert sent_line == "False"  # a Python thread that was not there before: the report is withheld
+
+
+_REBIND = textwrap.dedent(
+    """
+    import sys
+    import cuda_agent.evaluator.result as result
+    from cuda_agent.evaluator.report import make_sender
+    send = make_sender()
+    result.failure = lambda *a, **k: None  # what a candidate would do through sys.modules
+    send("\\0" + sys.argv[1], {"result": {"stage": "timed"}}, None)
+    """
+)
+
+
+def test_a_replaced_evaluator_function_turns_the_report_into_tampering() -> None:
+    with ReportInbox() as inbox:
+        proc = subprocess.Popen([sys.executable, "-c", _REBIND, inbox.address[1:]])
+        finished, code = wait_for_report(inbox, proc.pid, proc.poll, time.monotonic() + 60)
+        payload, why = inbox.verdict(proc.pid)
+    assert finished and code == 0 and why == ""
+    assert payload is not None and "cuda_agent.evaluator.result.failure" in payload["tampered"]

@@ -10,7 +10,7 @@ the pool's path: reward 3 for a model that computed nothing). Now:
 - the audit hook refuses sockets, process spawns, threads and interpreter hooks (trace, profile, audit, monitoring)
   asked for by candidate code (`checks.audit`), so candidate Python code cannot open a channel of its own or arrange
   to run while the real one is open;
-- before connecting, `send_report` seals the interpreter: trace and profile functions cleared, the garbage collector
+- before connecting, the sender (`make_sender`) seals the interpreter: trace and profile functions cleared, the garbage collector
   off (no finalizer or gc callback runs), signals blocked and ignored, interval timers stopped;
 - Python threads that were not there when the evaluation began make it withhold its report (exit code
   `WITHHELD_EXIT`): such a thread could write to the channel between connect and send (threads raise no audit
@@ -119,22 +119,79 @@ def python_threads() -> frozenset[int]:
     return frozenset(_current_frames())
 
 
-def send_report(address: str, payload: dict[str, Any], threads_before: frozenset[int] | None) -> bool:
-    """Seal the interpreter, then send ``payload`` (``{"result": ...}`` or ``{"error": ...}``) as one JSON line on a
-    fresh connection to ``address``. Returns False, without connecting, when Python threads other than
-    ``threads_before`` (those alive when the candidate loaded; None: it never loaded) and this one are alive; the
-    caller then exits with `WITHHELD_EXIT`. Raises OSError when the trusted side is gone."""
-    seal_interpreter()
-    if threads_before is not None and python_threads() - threads_before - {_get_ident()}:
-        return False
-    data = _TAMPERED_ENCODER if _encoder_changes() else (_dumps(payload) + "\n").encode()
-    sock = _socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(address)
-        sock.sendall(data)
-    finally:
-        sock.close()
-    return True
+# Module-level names that legitimately change during an evaluation.
+_CHANGING = frozenset({("cuda_agent.build.runtime", "_active_library")})
+_MISSING = object()
+
+
+def _namespace(prefix: str) -> dict[tuple[str, str], Any]:
+    """Every module-level name of the loaded ``prefix`` modules, and every attribute of the classes they define,
+    with the object it is bound to now."""
+    out: dict[tuple[str, str], Any] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == prefix or name.startswith(prefix + ".")):
+            continue
+        for key, obj in list(vars(module).items()):
+            if (name, key) in _CHANGING:
+                continue
+            out[(name, key)] = obj
+            if isinstance(obj, type) and getattr(obj, "__module__", None) == name:
+                for attr, value in list(vars(obj).items()):
+                    out[(name, f"{key}.{attr}")] = value
+    return out
+
+
+def make_sender(prefix: str = "cuda_agent") -> Any:
+    """The evaluation's sender, bound now, before candidate code exists: ``send(address, payload, threads_before)``
+    seals the interpreter, then sends ``payload`` (``{"result": ...}`` or ``{"error": ...}``) as one JSON line on a
+    fresh connection to ``address``, and returns True. It returns False without connecting when Python threads
+    other than ``threads_before`` (those alive when the candidate loaded; None: it never loaded) and this one are
+    alive; the caller then exits with `WITHHELD_EXIT`. If any module-level name or class attribute of the
+    ``prefix`` modules was rebound since the sender was made (a trusted function replaced through ``sys.modules``,
+    which no audit event reports), or the JSON encoder was, it reports tampering instead of the payload.
+    Everything it uses is bound in its closure. Raises OSError when the trusted side is gone."""
+    before = _namespace(prefix)
+    modules, _vars, _isinstance, _type, _getattr = sys.modules, vars, isinstance, type, getattr
+    seal, threads_now, encoder_changes, dumps, new_socket = (seal_interpreter, python_threads, _encoder_changes,
+                                                             _dumps, _socket)
+    me, tampered_encoder = _get_ident, _TAMPERED_ENCODER
+
+    def rebound() -> list[str]:
+        changed = []
+        for (name, key), obj in before.items():
+            module = modules.get(name)
+            if module is None:
+                changed.append(f"{name} (module removed)")
+                continue
+            owner, _, attr = key.partition(".")
+            if attr:
+                cls = _vars(module).get(owner)
+                now = _vars(cls).get(attr, _MISSING) if _isinstance(cls, _type) else _MISSING
+            else:
+                now = _vars(module).get(key, _MISSING)
+            if now is not obj:
+                changed.append(f"{name}.{key}")
+        return changed
+
+    def send(address: str, payload: dict[str, Any], threads_before: frozenset[int] | None) -> bool:
+        seal()
+        if threads_before is not None and threads_now() - threads_before - {me()}:
+            return False
+        changed = rebound()
+        if changed:
+            data = (dumps({"tampered": "the evaluator's own functions were replaced after the candidate loaded: "
+                                       + ", ".join(changed[:5])}) + "\n").encode()
+        else:
+            data = tampered_encoder if encoder_changes() else (dumps(payload) + "\n").encode()
+        sock = new_socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(address)
+            sock.sendall(data)
+        finally:
+            sock.close()
+        return True
+
+    return send
 
 
 class ReportInbox:

@@ -35,6 +35,8 @@ RULES: dict[str, str] = {
     "distribution_specialized": "the result is only correct for get_inputs' value distribution",
     "audit_evasion": "the candidate behaves differently when audited than when timed",
     "below_speed_of_light": "the candidate was timed faster than the hardware can possibly run the task",
+    "file_write": "candidate code wrote a file at run time (a module that would run unattributed, a cache across "
+    "evaluations, a forged result)",
     "report_tampering": "a result reached the evaluator's caller from somewhere other than the evaluator (another "
     "process, a second report, or a replaced encoder): a forged verdict",
 }

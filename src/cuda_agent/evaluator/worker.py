@@ -21,7 +21,7 @@ import torch  # noqa: F401
 import cuda_agent.evaluator  # noqa: F401
 from cuda_agent.evaluator import pipeline
 from cuda_agent.evaluator.checks.audit import audit
-from cuda_agent.evaluator.report import WITHHELD_EXIT, ReportInbox, send_report, wait_for_report
+from cuda_agent.evaluator.report import WITHHELD_EXIT, ReportInbox, make_sender, wait_for_report
 
 
 def _preload() -> None:
@@ -30,6 +30,7 @@ def _preload() -> None:
     import torch._dynamo  # noqa: F401
     import torch.profiler  # noqa: F401
     import torch.testing  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401  (single-file solutions import it; imported here, not by them)
 
     # Rationale: these capture trusted primitives (profiler, timers) at import; import them before any candidate.
     import cuda_agent.build.runtime  # noqa: F401
@@ -49,12 +50,12 @@ def _apply_env(env: dict[str, str] | None) -> None:
 
 def run_file_job(job_path: str) -> int:
     """Evaluate the job in ``job_path`` and report to the address it names (``report_to``)."""
-    send = send_report  # Rationale: bound before any candidate code exists in this process.
     with open(job_path) as fh:
         payload = json.load(fh)
     address = str(payload["report_to"])
     _apply_env(payload.get("env"))
     audit()
+    send = make_sender()  # Rationale: bound before any candidate code exists in this process.
     threads: list[frozenset[int]] = []
     report = _evaluate(payload["job"], threads)
     return 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
@@ -106,7 +107,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
     log_path = request.get("log_path") or f"/tmp/cuda_agent_eval_{os.getpid()}.log"
     _send(conn, {"pid": os.getpid()})
     inbox = ReportInbox()
-    address, send = inbox.address, send_report  # Rationale: bound before any candidate code exists.
+    address = inbox.address
     child = os.fork()
     if child == 0:
         code = 1
@@ -120,6 +121,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
             os.dup2(fd, 2)
             _apply_env(request.get("env"))
             audit()
+            send = make_sender()  # Rationale: bound before any candidate code exists in this process.
             threads: list[frozenset[int]] = []
             report = _evaluate(request["job"], threads)
             code = 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
