@@ -219,6 +219,7 @@ def test_padded_input_copy_keeps_values_and_detects_writes() -> None:
     ("import threading\n", "background_thread"),
     ("import cuda_agent.evaluator\n", "evaluator_access"),
     ("exec('1')\n", "dynamic_code"),
+    ("import torch.utils.data.dataloader as d\nm = d.threading._sys.modules\n", "forbidden_introspection"),
     ("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n", "backend_flags_changed"),
     ("import torch\ntorch.cuda.synchronize = lambda: None\n", "patched_trusted_function"),
     ("import torch\ns = torch.cuda.Stream()\n", "foreign_stream"),

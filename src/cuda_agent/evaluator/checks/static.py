@@ -146,7 +146,8 @@ def _is_name(node: ast.AST, name: str) -> bool:
 
 
 def _is_sys(node: ast.AST) -> bool:
-    return _is_name(node, "sys")
+    """``sys``, or the ``sys`` module reached through another module (``threading._sys``, ``torch.sys``...)."""
+    return _is_name(node, "sys") or (isinstance(node, ast.Attribute) and node.attr in {"sys", "_sys"})
 
 
 def _mentions(node: ast.AST, name: str) -> bool:
