@@ -217,11 +217,10 @@ def measure_baselines(
 
 
 def _compiled_kernels(compiled: Callable[..., Any], inputs: Sequence[Any]) -> tuple[dict[str, Any], ...]:
-    from cuda_agent.evaluator.profile import kernel_breakdown
+    from cuda_agent.evaluator.profile import breakdown_rows
 
     try:
-        rows = kernel_breakdown(compiled, inputs)
+        return breakdown_rows(compiled, inputs)
     except Exception as exc:  # noqa: BLE001 - the breakdown is for the agent's information only
         log.warning("compiled baseline: kernel breakdown unavailable: %s: %s", type(exc).__name__, exc)
         return ()
-    return tuple({"name": r.name, "total_us": r.total_us, "calls": r.calls} for r in rows)

@@ -125,7 +125,7 @@ def _from_report(task_id: str, payload: dict[str, Any] | None, why: str, code: i
         why = "Python threads the evaluation did not start were still running at its end; it withheld its result"
         return failure(task_id, "rule_violation", why, rules_fired=(RuleViolation("background_thread", why),),
                        log=log_text, total_seconds=seconds)
-    error = str(payload.get("error", "")) if payload is not None else ""
+    error = str(payload.get("error", ""))[:2000] if payload is not None else ""
     return _died(task_id, code, log_text + (f"\n{error}" if error else ""), seconds)
 
 
@@ -202,6 +202,7 @@ class WarmWorker:
         buffer = b""
         pgid: int | None = None
         payload: dict[str, Any] | None = None
+        why = ""
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
@@ -221,12 +222,12 @@ class WarmWorker:
                 message = json.loads(line.decode())
                 if "pid" in message:
                     pgid = int(message["pid"])
+                elif "report" in message:  # the supervisor's inbox verdict on the evaluation's report
+                    payload, why = message["report"], str(message.get("why") or "")
                 elif "exit" in message:
-                    return _from_report(task_id, payload, "", message["exit"], _tail(log_path),
+                    return _from_report(task_id, payload, why, message["exit"], _tail(log_path),
                                         time.perf_counter() - start)
-                else:  # the supervisor's verdict on the report: result, error or tampered
-                    payload = message
-        return _from_report(task_id, payload, "", None, _tail(log_path), time.perf_counter() - start)
+        return _from_report(task_id, payload, why, None, _tail(log_path), time.perf_counter() - start)
 
 
 __all__ = ["EvalTimeoutError", "WarmWorker", "run_isolated"]

@@ -22,7 +22,7 @@ from cuda_agent.evaluator.checks.audit import audit
 from cuda_agent.evaluator.checks.integrity import Snapshot
 from cuda_agent.evaluator.checks.static import scan_source
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.report import python_threads
+from cuda_agent.evaluator.report import python_thread_ids
 from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.evaluator.rules import RuleViolation
 from cuda_agent.evaluator.verify import CandidateError, PhaseClock, Verifier
@@ -144,7 +144,7 @@ def _evaluate(task: Task, solution: Path, config: EvalConfig,
                                  extra_classes=[module.Model], ops=compare.TRUSTED_OPS + tuple(ref_ops))
     roots = (str(solution if kind == "workspace" else solution.parent),)
     if threads_at_load is not None:
-        threads_at_load.append(python_threads())
+        threads_at_load.append(python_thread_ids())
     hook.arm(roots, (str(solution / "model.py"),) if kind == "workspace" else ())
     try:
         with clock("candidate_load"):

@@ -235,6 +235,12 @@ def kernel_breakdown(fn: Callable[..., Any], inputs: Sequence[Any], reps: int = 
     return sorted(rows, key=lambda r: r.total_us, reverse=True)
 
 
+def breakdown_rows(fn: Callable[..., Any], inputs: Sequence[Any], reps: int = 3) -> tuple[dict[str, Any], ...]:
+    """`kernel_breakdown` as plain rows (``name``, ``total_us``, ``calls``), the form results store and
+    `format_breakdown_rows` reads. Raises like `kernel_breakdown`."""
+    return tuple({"name": k.name, "total_us": k.total_us, "calls": k.calls} for k in kernel_breakdown(fn, inputs, reps))
+
+
 def format_breakdown(rows: Sequence[KernelTime], top: int = 10, width: int = 90) -> str:
     """A small plain-text table for the agent: share, time per call, launches, class and (shortened) name."""
     total = sum(r.total_us for r in rows) or 1.0

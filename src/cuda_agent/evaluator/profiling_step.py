@@ -197,11 +197,10 @@ def _speed_of_light(v: "Verifier", inputs: list[Any], outputs: Any, stats: Any, 
 
 def _breakdown(v: "Verifier", inputs: list[Any], fields: dict[str, Any]) -> None:
     try:
-        from cuda_agent.evaluator.profile import kernel_breakdown
+        from cuda_agent.evaluator.profile import breakdown_rows
 
         with torch.no_grad():
-            rows = kernel_breakdown(v.model, inputs)
-        fields["kernel_breakdown"] = tuple({"name": k.name, "total_us": k.total_us, "calls": k.calls} for k in rows)
+            fields["kernel_breakdown"] = breakdown_rows(v.model, inputs)
         if v.baselines is not None:
             fields["compile_kernel_breakdown"] = v.baselines.compile_kernels
     except Exception as exc:  # noqa: BLE001

@@ -10,18 +10,18 @@ the pool's path: reward 3 for a model that computed nothing). Now:
 - the audit hook refuses sockets, process spawns, threads and interpreter hooks (trace, profile, audit, monitoring)
   asked for by candidate code (`checks.audit`), so candidate Python code cannot open a channel of its own or arrange
   to run while the real one is open;
-- before connecting, the sender (`make_sender`) seals the interpreter: trace and profile functions cleared, the garbage collector
-  off (no finalizer or gc callback runs), signals blocked and ignored, interval timers stopped;
+- before connecting, the sender (`make_sender`) seals the interpreter: trace and profile functions cleared, the
+  garbage collector off (no finalizer or gc callback runs), signals blocked and ignored, interval timers stopped;
 - Python threads that were not there when the evaluation began make it withhold its report (exit code
   `WITHHELD_EXIT`): such a thread could write to the channel between connect and send (threads raise no audit
   event before Python 3.13, so they cannot be refused when they start);
-- the JSON encoder is checked against its state at import before it encodes the result;
+- the JSON encoder is checked against its state at import before it encodes the result, and every module-level
+  name and class attribute of ``cuda_agent`` against its state when the sender was made (a trusted function
+  replaced through ``sys.modules`` raises no audit event);
 - the trusted side takes a report only from the evaluation's own process id (``SO_PEERCRED``), and exactly one; a
   report from any other process, or a second one, is tampering (rule ``report_tampering``).
 
-What this does not stop: native code in the candidate's extension runs with the process's rights, and Python code
-that deliberately rewrites the evaluator's own objects (reached through ``sys.modules``, which the static pass
-flags) can still subvert the process it runs in.
+What this does not stop: native code in the candidate's extension runs with the process's rights.
 """
 from __future__ import annotations
 
@@ -114,8 +114,9 @@ def seal_interpreter() -> None:
             pass
 
 
-def python_threads() -> frozenset[int]:
-    """The ids of the threads now running Python code (including ones started through ``_thread``)."""
+def python_thread_ids() -> frozenset[int]:
+    """The ids of the threads now running Python code, from the interpreter's frames (so including threads started
+    through ``_thread``, which `checks.integrity.python_threads`, built on ``threading``, does not list)."""
     return frozenset(_current_frames())
 
 
@@ -152,7 +153,7 @@ def make_sender(prefix: str = "cuda_agent") -> Any:
     Everything it uses is bound in its closure. Raises OSError when the trusted side is gone."""
     before = _namespace(prefix)
     modules, _vars, _isinstance, _type, _getattr = sys.modules, vars, isinstance, type, getattr
-    seal, threads_now, encoder_changes, dumps, new_socket = (seal_interpreter, python_threads, _encoder_changes,
+    seal, threads_now, encoder_changes, dumps, new_socket = (seal_interpreter, python_thread_ids, _encoder_changes,
                                                              _dumps, _socket)
     me, tampered_encoder = _get_ident, _TAMPERED_ENCODER
 
@@ -261,15 +262,17 @@ class ReportInbox:
         conn.close()
         self._reports.append((pid, bytes(buf) if not chunk else None))
 
+    def _progress(self) -> tuple[int, int, int]:
+        return len(self._reports), sum(len(b) for _, b in self._open.values()), len(self._open)
+
     def drain(self, quiet_s: float = 0.01, limit_s: float = 5.0) -> None:
         """Poll until nothing new arrives for ``quiet_s`` (at most ``limit_s``); connections still open then are
         dropped unread. Called once the reporting process has ended, when all it sent is already buffered."""
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
-            before = (len(self._reports), sum(len(b) for _, b in self._open.values()), len(self._open))
+            before = self._progress()
             self.poll(quiet_s)
-            after = (len(self._reports), sum(len(b) for _, b in self._open.values()), len(self._open))
-            if after == before:
+            if self._progress() == before:
                 break
         for conn in list(self._open):
             del self._open[conn]

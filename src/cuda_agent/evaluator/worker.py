@@ -52,37 +52,27 @@ def run_file_job(job_path: str) -> int:
     """Evaluate the job in ``job_path`` and report to the address it names (``report_to``)."""
     with open(job_path) as fh:
         payload = json.load(fh)
-    address = str(payload["report_to"])
-    _apply_env(payload.get("env"))
+    return evaluate_and_report(payload["job"], payload.get("env"), str(payload["report_to"]))
+
+
+def evaluate_and_report(job: dict[str, Any], env: dict[str, str] | None, address: str) -> int:
+    """In the evaluation process: run ``job`` and report its result (or the error that stopped it) to ``address``
+    on the sealed channel; return the process's exit code (0 once reported, `WITHHELD_EXIT` when unknown Python
+    threads made it withhold the report)."""
+    _apply_env(env)
     audit()
     send = make_sender()  # Rationale: bound before any candidate code exists in this process.
-    threads: list[frozenset[int]] = []
-    report = _evaluate(payload["job"], threads)
-    return 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
-
-
-def _evaluate(job: dict[str, Any], threads: list[frozenset[int]]) -> dict[str, Any]:
-    """The report: the job's result, or the error that stopped it. ``threads`` receives the Python threads alive when
-    the candidate loaded."""
+    threads: list[frozenset[int]] = []  # the Python threads alive when the candidate loaded
     try:
-        return {"result": pipeline.run_job(job, threads)}
+        report = {"result": pipeline.run_job(job, threads)}
     except BaseException as exc:  # noqa: BLE001 - the trusted side must hear why
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        report = {"error": f"{type(exc).__name__}: {exc}"}
+    return 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
 
 
 def _exit_code(pid: int) -> int | None:
     done, status = os.waitpid(pid, os.WNOHANG)
     return os.waitstatus_to_exitcode(status) if done else None
-
-
-def relay_verdict(conn: socket.socket, payload: dict[str, Any] | None, why: str) -> None:
-    """Pass what the inbox concluded to the caller: a result, the evaluation's own error, or tampering."""
-    if why or (payload is not None and "tampered" in payload):
-        _send(conn, {"tampered": why or str(payload["tampered"])[:500]})  # type: ignore[index]
-    elif payload is not None and "result" in payload:
-        _send(conn, {"result": payload["result"]})
-    elif payload is not None and "error" in payload:
-        _send(conn, {"error": str(payload["error"])[:2000]})
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -119,12 +109,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
             fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
-            _apply_env(request.get("env"))
-            audit()
-            send = make_sender()  # Rationale: bound before any candidate code exists in this process.
-            threads: list[frozenset[int]] = []
-            report = _evaluate(request["job"], threads)
-            code = 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
+            code = evaluate_and_report(request["job"], request.get("env"), address)
         except BaseException:  # noqa: BLE001 - nothing to report with; the exit code says it
             pass
         finally:
@@ -134,8 +119,8 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
     _, code = wait_for_report(inbox, child, lambda: _exit_code(child), deadline=float("inf"))
     payload, why = inbox.verdict(child)
     inbox.close()
-    try:
-        relay_verdict(conn, payload, why)
+    try:  # the inbox's verdict; the caller turns it into a result (isolation._from_report)
+        _send(conn, {"report": payload, "why": why})
         _send(conn, {"exit": code, "log_path": log_path})
     except OSError:
         pass
