@@ -197,7 +197,7 @@ def measure_task(task: Task, *, warmup: int = 5, reps: int = 50, seed: int = 0) 
     import torch
 
     from cuda_agent.evaluator.baselines import measure_baselines
-    from cuda_agent.evaluator.reference import build_model, load_task_module, make_inputs
+    from cuda_agent.evaluator.judge.reference import build_model, load_task_module, make_inputs
 
     device = torch.device("cuda")
     module = load_task_module(task.code, task.path or task.id)

@@ -6,11 +6,18 @@ everything that goes into it (source, headers, flags, nvcc version, architecture
 edited file, an unchanged workspace rebuilds nothing, and workspaces share objects. Outputs are written to
 temporary names and renamed into place, so concurrent builds of different (or the same) workspaces never see each
 other's half-written files.
+
+Why the cache can be trusted: the compiler (confined by the caller's ``runner``) writes only into a private staging
+folder; this process, which runs no model-written code, moves each object into the cache with a record of its
+SHA-256 and of the kernels ptxas compiled into it, and checks the SHA-256 again whenever it reuses the object. A
+cached object that changed is compiled again.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import re
 import os
 import subprocess
 import tempfile
@@ -62,6 +69,7 @@ class BuildResult:
     diagnostics: str = ""
     log: str = ""
     arch: str = ""
+    kernels: tuple[str, ...] = ()
 
     def raise_for_errors(self) -> "BuildResult":
         if not self.ok:
@@ -82,6 +90,7 @@ class BuildResult:
             diagnostics=data.get("diagnostics", ""),
             log=data.get("log", ""),
             arch=data.get("arch", ""),
+            kernels=tuple(data.get("kernels", ())),
         )
 
     def to_dict(self) -> dict:
@@ -94,6 +103,7 @@ class BuildResult:
             "diagnostics": self.diagnostics,
             "log": self.log,
             "arch": self.arch,
+            "kernels": list(self.kernels),
         }
 
 
@@ -130,11 +140,52 @@ def _sha(*parts: bytes | str) -> str:
     return digest.hexdigest()
 
 
-def _atomic_target(final: Path) -> Path:
+def _staged(final: Path, staging: Path | None) -> Path:
+    """A fresh temporary path for ``final``'s content: in ``staging`` (what a confined compiler may write) or
+    beside ``final``."""
+    folder = staging if staging is not None else final.parent
+    folder.mkdir(parents=True, exist_ok=True)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent)
+    fd, tmp = tempfile.mkstemp(prefix=final.name + ".", suffix=".tmp", dir=folder)
     os.close(fd)
     return Path(tmp)
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
+_PTXAS_INFO = re.compile(r"^ptxas info\s*:|^\s*bytes stack frame|^\s*Compile time = ")
+
+
+def _file_sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _commit(tmp: Path, final: Path, kernels: Sequence[str] = ()) -> None:
+    """Move a compiler output into the cache with its record (SHA-256 and the kernels in it)."""
+    record = {"sha256": _file_sha(tmp), "kernels": list(kernels)}
+    meta = final.with_name(final.name + ".json")
+    fd, meta_tmp = tempfile.mkstemp(prefix=meta.name + ".", suffix=".tmp", dir=final.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, final)
+    os.replace(meta_tmp, meta)
+
+
+def cached_record(final: Path) -> dict | None:
+    """The record of a cached object or library whose content still matches it; None when absent or changed."""
+    meta = final.with_name(final.name + ".json")
+    try:
+        record = json.loads(meta.read_text())
+        if final.is_file() and _file_sha(final) == record.get("sha256"):
+            return record
+    except (OSError, ValueError):
+        pass
+    if final.exists():
+        log.warning("cached build output %s does not match its record; compiling it again", final)
+    return None
 
 
 def _compile_flags(arch: str, extra: Sequence[str], kernels_dir: Path) -> list[str]:
@@ -144,6 +195,7 @@ def _compile_flags(arch: str, extra: Sequence[str], kernels_dir: Path) -> list[s
         "-Xcompiler=-fPIC,-O2",
         "--expt-relaxed-constexpr",
         "-lineinfo",
+        "-Xptxas=-v",  # ptxas names every kernel it compiles: the trusted list of the workspace's own kernels
         *gencode_flags(arch),
         f"-I{INFRA_INCLUDE}",
         f"-I{kernels_dir}",
@@ -193,8 +245,13 @@ def build_workspace(
     jobs: int | None = None,
     runner: Runner | None = None,
     config: BuildConfig | None = None,
+    staging: str | Path | None = None,
 ) -> BuildResult:
     """Compile ``root/kernels`` into a shared library and return where it is.
+
+    ``runner`` runs each compiler command (default: on this machine; `cuda_agent.sandbox.sandboxed_runner` confines
+    it). ``staging``: the folder compiler outputs are written to before they are checked and moved into the cache
+    (the only folder a confined compiler needs to write); default: beside the cache entries.
 
     Never raises for compiler errors: they come back in ``BuildResult.diagnostics`` (first error first, with file
     and line) because the agent acts on them. Raises `BuildError` only when the toolchain itself is missing.
@@ -225,15 +282,17 @@ def build_workspace(
         jobs_list.append((rel, root / rel, cache / "obj" / f"{key}.o"))
 
     compiled: list[str] = []
-    reused: list[str] = []
     failures: list[str] = []
     logs: list[str] = []
-    todo = [job for job in jobs_list if not job[2].exists()]
-    reused = [label for label, _, obj in jobs_list if obj.exists() and label != "<registry>"]
+    stage_dir = Path(staging).resolve() if staging is not None else None
+    records = {obj: cached_record(obj) for _, _, obj in jobs_list}
+    todo = [job for job in jobs_list if records[job[2]] is None]
+    reused = [label for label, _, obj in jobs_list if records[obj] is not None and label != "<registry>"]
+    kernels: list[str] = []
 
     def compile_one(job: tuple[str, Path, Path]) -> tuple[str, bool, str]:
         label, source, obj = job
-        tmp = _atomic_target(obj)
+        tmp = _staged(obj, stage_dir)
         src_arg = source.relative_to(root).as_posix() if label != "<registry>" else str(source)
         cmd = [nvcc_path(), "-c", src_arg, "-o", str(tmp), *flags]
         if source.suffix in (".cpp", ".cc"):
@@ -247,8 +306,10 @@ def build_workspace(
         if proc.returncode != 0 or not tmp.exists() or tmp.stat().st_size == 0:
             tmp.unlink(missing_ok=True)
             return label, False, output or f"{label}: compiler exited with {proc.returncode}"
-        os.replace(tmp, obj)
-        return label, True, output
+        entries = list(dict.fromkeys(_ENTRY.findall(output)))
+        _commit(tmp, obj, entries)
+        records[obj] = {"kernels": entries}
+        return label, True, "\n".join(line for line in output.splitlines() if not _PTXAS_INFO.search(line))
 
     if todo:
         workers = max(1, min(len(todo), jobs or config.jobs or os.cpu_count() or 1))
@@ -266,12 +327,14 @@ def build_workspace(
         return BuildResult(False, None, time.perf_counter() - started, tuple(compiled), tuple(reused),
                            diagnostics.summarize(text), "\n".join(logs)[-20000:], arch)
 
+    for _, _, obj in jobs_list:
+        kernels.extend((records.get(obj) or {}).get("kernels", ()))
     objects = [obj for _, _, obj in jobs_list]
     link_flags = ["-cudart=shared", f"-Xlinker=-rpath,{cuda_home() / 'lib64'}", *_libraries_for(sources, headers)]
     lib_key = _sha(toolchain_id, *(o.name for o in objects), " ".join(link_flags))
     library = cache / "lib" / f"libca_{lib_key[:24]}.so"
-    if not library.exists():
-        tmp = _atomic_target(library)
+    if cached_record(library) is None:
+        tmp = _staged(library, stage_dir)
         cmd = [nvcc_path(), "-shared", *gencode_flags(arch), "-o", str(tmp), *map(str, objects), *link_flags]
         proc = run(cmd, root, config.timeout_s)
         output = (proc.stdout or "") + (proc.stderr or "")
@@ -282,7 +345,8 @@ def build_workspace(
                                diagnostics.summarize_link(output, named), output[-20000:], arch)
         if output.strip():
             logs.append(output.strip())
-        os.replace(tmp, library)
+        _commit(tmp, library)
     seconds = time.perf_counter() - started
     log.info("built %s in %.2f s (compiled %d, reused %d)", root, seconds, len(compiled), len(reused))
-    return BuildResult(True, library, seconds, tuple(compiled), tuple(reused), "", "\n".join(logs)[-20000:], arch)
+    return BuildResult(True, library, seconds, tuple(compiled), tuple(reused), "", "\n".join(logs)[-20000:], arch,
+                       tuple(dict.fromkeys(kernels)))

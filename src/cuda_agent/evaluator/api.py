@@ -40,8 +40,7 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
 
 
 def evaluate_in_process(task: Task, solution: str | Path, config: EvalConfig | None = None) -> EvalResult:
-    """Run the evaluation in this process (debugging only: a crashing candidate takes this process down, and
-    its code stays loaded here)."""
-    from cuda_agent.evaluator.pipeline import run_job
+    """Run the judge in this process (debugging; the candidate still runs in its own sandboxed process)."""
+    from cuda_agent.evaluator.judge.pipeline import run_job
 
     return EvalResult.from_dict(run_job(make_job(task, solution, config or EvalConfig())))

@@ -5,6 +5,10 @@ The baselines of a task do not change while the candidate does, so they are meas
 JSON file per key. Writes are atomic (a temporary file in the same folder, then ``os.replace``), so a reader in
 another process sees either nothing or a whole record; `BaselineCache.get_or_measure` also takes a file lock so
 that two evaluations of the same task measure the baselines once, not twice.
+
+Trust: only the judge writes here, before any candidate code runs in the evaluation and after its candidate process
+has ended (no candidate process can see this folder: the sandbox does not show it), and each record carries the
+SHA-256 of its times, checked when it is read back: a record that changed is measured again.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from cuda_agent.evaluator.timing import TimingConfig, TimingStats, time_forward
 log = logging.getLogger(__name__)
 
 _KEY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-BASELINE_SCHEMA = 2  # 2: the compiled baseline's per-kernel breakdown is stored with the times
+BASELINE_SCHEMA = 3  # 2: the compiled baseline's per-kernel breakdown; 3: a checksum of the times
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,9 @@ class BaselineCache:
         path = self._path(key)
         try:
             data = json.loads(path.read_text())
+            if data.get("sha256") != _checksum(data["times"]):
+                log.warning("baseline cache: %s does not match its checksum; measuring again", path)
+                return None
             return BaselineTimes.from_dict(data["times"])
         except FileNotFoundError:
             return None
@@ -128,8 +135,9 @@ class BaselineCache:
         """Write ``times`` atomically; ``meta`` (task id, GPU, versions) is stored beside them for people."""
         path = self._path(key)
         self.dir.mkdir(parents=True, exist_ok=True)
+        payload = times.to_dict()
         record = {"schema": BASELINE_SCHEMA, "key": key, "written": time.time(), "meta": dict(meta or {}),
-                  "times": times.to_dict()}
+                  "times": payload, "sha256": _checksum(payload)}
         fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.dir)
         try:
             with os.fdopen(fd, "w") as fh:
@@ -153,15 +161,17 @@ class BaselineCache:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def get_or_measure(
-        self, key: str, measure: Callable[[], BaselineTimes], meta: Mapping[str, Any] | None = None
+        self, key: str, measure: Callable[[], BaselineTimes], meta: Mapping[str, Any] | None = None,
+        *, refresh: bool = False,
     ) -> tuple[BaselineTimes, bool]:
         """Return ``(times, hit)``: cached times, or ``measure()`` stored under ``key``. Concurrent callers with the
-        same key wait for the first one's measurement instead of measuring again."""
-        cached = self.get(key)
+        same key wait for the first one's measurement instead of measuring again. ``refresh`` measures and stores
+        anew even when a record exists (the drift check found the cached times stale)."""
+        cached = None if refresh else self.get(key)
         if cached is not None:
             return cached, True
         with self._locked(key):
-            cached = self.get(key)
+            cached = None if refresh else self.get(key)
             if cached is not None:
                 return cached, True
             times = measure()
@@ -169,6 +179,10 @@ class BaselineCache:
                 times = replace(times, key=key)
             self.put(key, times, meta)
             return times, False
+
+
+def _checksum(payload: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def measure_baselines(

@@ -1,12 +1,14 @@
 """`EvalConfig`: every knob of one evaluation, frozen so that it can key caches and travel to a worker process."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from cuda_agent.errors import ConfigError
 
 MODES = ("strict", "relaxed")
+MAX_TIMEOUT_S = 24 * 3600.0
 
 # (atol, rtol) by dtype name. "paper" is the CUDA Agent paper's (and KernelBench's) 1e-2 for fp32.
 TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
@@ -15,6 +17,10 @@ TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
     },
     "tight": {
         "float64": (1e-7, 1e-7), "float32": (1e-4, 1e-4), "float16": (1e-3, 1e-3), "bfloat16": (8e-3, 8e-3),
+    },
+    # KernelBench's evaluator today (get_tolerance_for_precision): 1e-4 for fp32, 1e-2 for the 16-bit types.
+    "kernelbench": {
+        "float64": (1e-4, 1e-4), "float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
     },
 }
 
@@ -28,14 +34,21 @@ class EvalConfig:
             'relaxed' (PyTorch ops allowed beside custom kernels, as KernelBench allows).
         tolerance: a preset of TOLERANCE_PRESETS ('paper' or 'tight'); `atol`/`rtol`, when set, override it for
             every floating dtype.
-        n_trials: fresh random input sets per evaluation (at least 5), each from a new seed.
+        n_trials: the fewest checked calls before a candidate can be found correct (at least 5); every call is
+            checked, each on fresh random inputs.
         variants: also check inputs from another distribution (scaled) and other shapes (size constants changed).
         precision_probe: compare with a float64 reference to expose lowered precision (fp16/bf16/TF32).
         profile: time eager, torch.compile and the candidate after a correct verification.
         kernel_breakdown: add a per-kernel time breakdown (GPU only; slower).
-        runtime_audit: record the kernels that actually run (GPU only): decoys, foreign streams, PyTorch kernels.
+        runtime_audit: record the kernels each call launches (GPU only; the kernel tap, on for every call alike):
+            decoy kernels, PyTorch compute in strict mode, a tap that was switched off.
         timeout_s: wall-clock limit of the whole evaluation (build included); past it the process group is killed.
-        warmup, reps: timing iterations (per measurement).
+        warmup, reps: calls before timing starts, and the fewest timed calls (fewer if ``timing_budget_s`` runs out).
+        timing_budget_s: wall seconds the timed calls may take (the judge's checks between them included); timing
+            stops earlier once the median's 95% interval is within 0.5%.
+        timing_tolerance: the timing cross-check: the judge's own clock of the round trips (less the calibrated
+            overhead) may exceed the time the candidate's process reported by this fraction (plus the clock's
+            noise) before rule ``timing_mismatch`` fires.
         device: 'auto' (CUDA when present, else CPU), 'cpu', 'cuda' or 'cuda:N'.
         baseline_cache_dir: where eager/compile baseline times are cached (None: the default cache folder).
         build_cache_dir: the build's object cache (None: the build's default).
@@ -49,6 +62,9 @@ class EvalConfig:
             (0 turns the re-timing off). This cancels drift between evaluations (clocks, where the inputs landed
             in memory); the cap bounds what a candidate could gain by slowing the re-timed reference.
         max_log_chars: logs kept in the result are trimmed to this many characters.
+        unsandboxed_trusted_code: run the candidate without the sandbox. Only for code you wrote yourself: without
+            the sandbox it reads the host's files and environment. Where no sandbox can be made and this is off,
+            evaluation refuses (an error saying what is missing).
     """
 
     mode: str = "strict"
@@ -62,8 +78,10 @@ class EvalConfig:
     kernel_breakdown: bool = False
     runtime_audit: bool = True
     timeout_s: float = 300.0
-    warmup: int = 5
+    warmup: int = 3
     reps: int = 50
+    timing_budget_s: float = 2.0
+    timing_tolerance: float = 0.03
     device: str = "auto"
     baseline_cache_dir: str | None = None
     build_cache_dir: str | None = None
@@ -73,6 +91,7 @@ class EvalConfig:
     sol_tolerance: float = 0.9
     baseline_drift_limit: float = 0.05
     max_log_chars: int = 4000
+    unsandboxed_trusted_code: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -81,13 +100,18 @@ class EvalConfig:
             raise ConfigError(f"EvalConfig.tolerance must be one of {tuple(TOLERANCE_PRESETS)}, got {self.tolerance!r}")
         if self.n_trials < 5:
             raise ConfigError(f"EvalConfig.n_trials must be at least 5 (fresh input sets per call), got {self.n_trials}")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"EvalConfig.timeout_s must be positive, got {self.timeout_s}")
+        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance", "timing_tolerance"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or \
+                    (name in ("timeout_s", "timing_budget_s") and value <= 0):
+                raise ConfigError(f"EvalConfig.{name} must be a finite, positive number, got {value!r}")
+        if self.timeout_s > MAX_TIMEOUT_S:
+            raise ConfigError(f"EvalConfig.timeout_s must be at most {MAX_TIMEOUT_S:g} s, got {self.timeout_s:g}")
         if self.warmup < 0 or self.reps < 1:
             raise ConfigError(f"EvalConfig warmup >= 0 and reps >= 1 required, got {self.warmup}, {self.reps}")
         for name in ("atol", "rtol"):
             value = getattr(self, name)
-            if value is not None and not value >= 0:
+            if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"EvalConfig.{name} must be >= 0, got {value}")
         if not 0 <= self.baseline_drift_limit < 1:
             raise ConfigError(f"EvalConfig.baseline_drift_limit must be in [0, 1), got {self.baseline_drift_limit}")

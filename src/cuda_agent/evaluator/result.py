@@ -9,7 +9,7 @@ from typing import Any
 
 from cuda_agent.evaluator.rules import RULES, RuleViolation
 from cuda_agent.evaluator.reward_schedule import continuous_reward, discrete_reward
-from cuda_agent.evaluator.timing import TimingStats
+from cuda_agent.evaluator.stats import TimingStats
 
 # The stages an evaluation can end in, in pipeline order. Only "correct" and "timed" are correct results.
 STAGES = (

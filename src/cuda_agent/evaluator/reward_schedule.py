@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from cuda_agent.evaluator.timing import TimingStats
+from cuda_agent.evaluator.stats import TimingStats
 
 REWARD_INCORRECT = -1
 REWARD_CORRECT = 1

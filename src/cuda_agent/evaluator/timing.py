@@ -1,11 +1,7 @@
-"""Trusted timing of a forward call: device events, L2 flush, warm-up, adaptive repetitions, rotated inputs.
-
-Why this module binds its primitives at import: the candidate's code runs in the same process as the timer. Every
-clock, event method and synchronisation call used here is captured when this module is imported, which the
-evaluator does before any candidate code loads, so a later ``time.perf_counter = ...`` or
-``torch.cuda.Event.elapsed_time = ...`` has no effect on the numbers; `patched_primitives` reports such patches so
-the evaluator can reject them by rule. Event methods are taken from PyTorch's C base class, whose attributes
-cannot be reassigned from Python at all.
+"""Timing a forward call in the judge's own process: device events, L2 flush, warm-up, adaptive repetitions,
+rotated inputs. The judge times eager PyTorch and torch.compile with it (the baselines, and eager again for the drift
+correction); the candidate is timed in its own process by the runner and cross-checked by the judge
+(`cuda_agent.evaluator.judge.timing_check`).
 
 Why events and not CUDA-graph replays: a graph replay hides the host launch cost that eager PyTorch and
 ``torch.compile`` pay on every call, and capture fails on legitimate code that synchronises; events around each
@@ -15,32 +11,29 @@ Why the device is idle when each bracket opens: the L2 flush is waited for befor
 includes the host's launch path of the call (as a user calling the module sees it, and as KernelBench measures)
 and the host clock and the events bracket exactly the same work.
 
-Why each iteration also has a host-side clock: events on the current stream do not see work that the candidate
-puts on another stream without joining it back. The whole device is synchronised after every call, and the host
-time of the bracket (less a calibrated empty-bracket overhead) bounds the device-wide time; where it exceeds the
-event time by more than noise, the device-wide times are reported instead (``clock == "device_wide"``) and
-``hidden_ms`` says how much work the events missed.
+Why each iteration also has a host-side clock: events on the current stream do not see work put on another stream
+without joining it back. The whole device is synchronised after every call, and the host time of the bracket (less a
+calibrated empty-bracket overhead) bounds the device-wide time; where it exceeds the event time by more than noise,
+the device-wide times are reported instead (``clock == "device_wide"``) and ``hidden_ms`` says how much work the
+events missed.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import logging
-import math
 import random
-import sys
 import time
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import torch
 
 from cuda_agent.errors import VerificationError
+from cuda_agent.evaluator.stats import TimingStats, _median_sorted, rel_ci
 
 log = logging.getLogger(__name__)
 
-# Trusted primitives, bound before any candidate code can run.
 _perf_counter = time.perf_counter
 _EventBase = torch._C._CudaEventBase if hasattr(torch._C, "_CudaEventBase") else None
 _event_record = _EventBase.record if _EventBase is not None else None
@@ -49,81 +42,6 @@ _cuda_synchronize = getattr(torch._C, "_cuda_synchronize", None)
 _current_stream = torch.cuda.current_stream
 _no_grad = torch.no_grad
 _SystemRandom = random.SystemRandom
-
-_WATCHED = (
-    "time.perf_counter",
-    "time.perf_counter_ns",
-    "time.monotonic",
-    "time.monotonic_ns",
-    "time.time",
-    "time.time_ns",
-    "time.process_time",
-    "torch.cuda.Event",
-    "torch.cuda.Event.record",
-    "torch.cuda.Event.elapsed_time",
-    "torch.cuda.Event.synchronize",
-    "torch.cuda.Event.query",
-    "torch.cuda.Event.wait",
-    "torch.cuda.Stream",
-    "torch.cuda.Stream.synchronize",
-    "torch.cuda.Stream.wait_stream",
-    "torch.cuda.Stream.wait_event",
-    "torch.cuda.synchronize",
-    "torch.cuda.current_stream",
-    "torch.cuda.default_stream",
-    "torch.cuda.set_stream",
-    "torch.cuda.stream",
-    "torch._C._cuda_synchronize",
-    "torch.profiler.profile",
-    "torch.allclose",
-    "torch.isclose",
-    "torch.equal",
-    "torch.isfinite",
-    "torch.isnan",
-    "torch.testing.assert_close",
-    "torch.Tensor.allclose",
-    "torch.Tensor.equal",
-)
-_MISSING = object()
-
-
-def _resolve(dotted: str) -> Any:
-    """Look ``dotted`` up from ``sys.modules`` each time, so that a replaced module is noticed too."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        module = sys.modules.get(".".join(parts[:cut]))
-        if module is not None:
-            obj: Any = module
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr, _MISSING)
-                if obj is _MISSING:
-                    return _MISSING
-            return obj
-    return _MISSING
-
-
-def _snapshot(names: Iterable[str]) -> dict[str, Any]:
-    for module in ("torch.profiler", "torch.testing"):  # so that their functions are captured now
-        importlib.import_module(module)
-    return {name: _resolve(name) for name in names}
-
-
-_ORIGINALS: dict[str, Any] = _snapshot(_WATCHED)
-
-
-def register_primitives(names: Iterable[str]) -> None:
-    """Also watch ``names`` (dotted paths) from now on; call at import time, before candidate code loads."""
-    for name in names:
-        _ORIGINALS.setdefault(name, _resolve(name))
-
-
-def patched_primitives() -> list[str]:
-    """Names of watched timers, events, synchronisation and comparison functions replaced since import.
-
-    An empty list means nothing was replaced. The evaluator calls this after running candidate code; a non-empty
-    list means the candidate tried to tamper with the measurement or the checker.
-    """
-    return sorted(name for name, original in _ORIGINALS.items() if _resolve(name) is not original)
 
 
 class OutputMismatchDuringTiming(VerificationError):
@@ -137,99 +55,6 @@ class OutputMismatchDuringTiming(VerificationError):
         super().__init__(message)
         self.iteration = iteration
         self.input_index = input_index
-
-
-@dataclass(frozen=True)
-class TimingStats:
-    """Summary of the per-call times of one timed function, in milliseconds.
-
-    ``ci_low_ms``/``ci_high_ms``: a distribution-free 95% confidence interval of the median. ``clock``: what the
-    times are (``cuda_events``, ``device_wide`` when work the events missed was counted, ``perf_counter`` on a
-    CPU). ``host_median_ms``: median host-side time of the bracket less the calibrated overhead; ``hidden_ms``:
-    how much longer that was than the event time (work on streams the events did not see).
-    """
-
-    median_ms: float
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    cv: float
-    n: int
-    ci_low_ms: float | None = None
-    ci_high_ms: float | None = None
-    clock: str = "cuda_events"
-    host_median_ms: float | None = None
-    hidden_ms: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.ci_low_ms is None:
-            object.__setattr__(self, "ci_low_ms", self.median_ms)
-        if self.ci_high_ms is None:
-            object.__setattr__(self, "ci_high_ms", self.median_ms)
-
-    @property
-    def rel_ci(self) -> float:
-        """Half-width of the median's confidence interval relative to the median."""
-        if self.median_ms <= 0:
-            return math.inf
-        return (float(self.ci_high_ms) - float(self.ci_low_ms)) / (2.0 * self.median_ms)  # type: ignore[arg-type]
-
-    def scaled(self, factor: float) -> "TimingStats":
-        """The same statistics with every time multiplied by ``factor`` (cv and n unchanged). Raises ValueError
-        unless ``factor`` is positive and finite."""
-        if not (math.isfinite(factor) and factor > 0):
-            raise ValueError(f"TimingStats.scaled: factor must be positive and finite, got {factor}")
-        times = ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "ci_low_ms", "ci_high_ms", "hidden_ms")
-        changes = {name: getattr(self, name) * factor for name in times}
-        if self.host_median_ms is not None:
-            changes["host_median_ms"] = self.host_median_ms * factor
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TimingStats":
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    @classmethod
-    def from_samples(
-        cls, samples_ms: Sequence[float], *, clock: str = "cuda_events", host_median_ms: float | None = None,
-        hidden_ms: float = 0.0,
-    ) -> "TimingStats":
-        """Summarise raw samples; raise ValueError on an empty sequence."""
-        if not samples_ms:
-            raise ValueError("TimingStats.from_samples needs at least one sample")
-        xs = sorted(float(x) for x in samples_ms)
-        n = len(xs)
-        median = _median_sorted(xs)
-        mean = sum(xs) / n
-        std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
-        lo, hi = _median_ci_sorted(xs)
-        return cls(
-            median_ms=median, mean_ms=mean, std_ms=std, min_ms=xs[0], max_ms=xs[-1],
-            cv=std / mean if mean > 0 else 0.0, n=n, ci_low_ms=lo, ci_high_ms=hi, clock=clock,
-            host_median_ms=host_median_ms, hidden_ms=hidden_ms,
-        )
-
-
-def _median_sorted(xs: Sequence[float]) -> float:
-    n = len(xs)
-    mid = n // 2
-    return xs[mid] if n % 2 else 0.5 * (xs[mid - 1] + xs[mid])
-
-
-def _median_ci_sorted(xs: Sequence[float]) -> tuple[float, float]:
-    """95% order-statistic interval of the median (binomial, normal approximation)."""
-    n = len(xs)
-    if n < 3:
-        return xs[0], xs[-1]
-    half = 0.98 * math.sqrt(n)
-    lo = max(0, int(math.floor(n / 2 - half)) - 1)
-    hi = min(n - 1, int(math.ceil(n / 2 + half)))
-    return xs[lo], xs[hi]
 
 
 @dataclass(frozen=True)
@@ -368,7 +193,7 @@ def time_forward(
     finally:
         if gc_was_enabled:
             gc.enable()
-    return _summarise(events, hosts, cuda, cfg)
+    return summarise(events, hosts, cuda, cfg)
 
 
 def _timed_loop(
@@ -412,7 +237,7 @@ def _timed_loop(
         i += 1
         if i >= cfg.max_reps or (i >= min_reps and _perf_counter() > deadline):
             break
-        if i >= min_reps and i % 10 == 0 and _rel_ci(events) <= cfg.target_rel_ci:
+        if i >= min_reps and i % 10 == 0 and rel_ci(events) <= cfg.target_rel_ci:
             break
     return events, hosts, clock.cuda
 
@@ -450,16 +275,7 @@ def _run_check(check: Callable[[int, Any], bool | None], iteration: int, index: 
         )
 
 
-def _rel_ci(samples: Sequence[float]) -> float:
-    xs = sorted(samples)
-    median = _median_sorted(xs)
-    if median <= 0:
-        return 0.0
-    lo, hi = _median_ci_sorted(xs)
-    return (hi - lo) / (2.0 * median)
-
-
-def _summarise(events: list[float], hosts: list[float], cuda: bool, cfg: TimingConfig) -> TimingStats:
+def summarise(events: list[float], hosts: list[float], cuda: bool, cfg: TimingConfig) -> TimingStats:
     if not cuda:
         return TimingStats.from_samples(events, clock="perf_counter", host_median_ms=_median_sorted(sorted(hosts)))
     ev_median = _median_sorted(sorted(events))

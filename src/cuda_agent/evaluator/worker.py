@@ -1,10 +1,9 @@
-"""The worker process: runs one evaluation (``--job``), or serves many as a warm fork server (``--serve SOCKET``).
+"""The judge's process: runs one evaluation (``--job``), or serves many as a warm fork server (``--serve SOCKET``).
 
-The fork server imports torch and the evaluator once, never initialises CUDA, and forks a fresh child per
-evaluation: the child starts in milliseconds with everything imported, and owns the GPU context alone. Each
-evaluation runs in its own session (process group), so a timeout kills everything it started. Results travel on
-the sealed report channel (`cuda_agent.evaluator.report`): the evaluation holds no channel to the trusted side while
-candidate code can run, and the trusted side believes one report from the evaluation's own process only.
+The judge runs no candidate code (the candidate has its own sandboxed process, `cuda_agent.evaluator.runner`), so its
+result can travel back plainly. The fork server imports torch and the judge once, never initialises CUDA, and forks
+a fresh judge per evaluation in a session of its own, which starts in milliseconds with everything imported and
+owns its GPU context alone.
 """
 from __future__ import annotations
 
@@ -16,31 +15,23 @@ import socket
 import sys
 from typing import Any
 
-# Import everything trusted now, before any candidate code can exist in this process.
-import torch  # noqa: F401
-import cuda_agent.evaluator  # noqa: F401
-from cuda_agent.evaluator import pipeline
-from cuda_agent.evaluator.checks.audit import audit
-from cuda_agent.evaluator.report import WITHHELD_EXIT, ReportInbox, make_sender, wait_for_report
+import torch  # noqa: F401  (imported once, before any fork)
+from cuda_agent.evaluator.judge import pipeline
 
 
 def _preload() -> None:
-    """Import what the first evaluation would otherwise import lazily (torch._dynamo alone takes seconds, pulled
-    in by the first dispatch mode), without initialising CUDA, so that forked children start warm."""
+    """Import what the first evaluation would otherwise import lazily (torch._dynamo alone takes seconds), without
+    initialising CUDA, so that forked judges start warm."""
     import torch._dynamo  # noqa: F401
     import torch.profiler  # noqa: F401
-    import torch.testing  # noqa: F401
-    import torch.utils.cpp_extension  # noqa: F401  (single-file solutions import it; imported here, not by them)
+    import torch.testing  # noqa: F401, F811
 
-    # Rationale: these capture trusted primitives (profiler, timers) at import; import them before any candidate.
-    import cuda_agent.build.runtime  # noqa: F401
     import cuda_agent.evaluator.baselines  # noqa: F401
     import cuda_agent.evaluator.profile  # noqa: F401
-    import cuda_agent.evaluator.speed_of_light  # noqa: F401
-    from cuda_agent.evaluator.checks.guard import DispatchGuard
+    import cuda_agent.evaluator.speed_of_light  # noqa: F401, F811
+    from cuda_agent.evaluator.judge.candidate import runner_copy
 
-    with torch.no_grad(), DispatchGuard(strict=False, fp32_task=True):
-        (torch.ones(4) * 2).sum()
+    runner_copy()
 
 
 def _apply_env(env: dict[str, str] | None) -> None:
@@ -48,31 +39,17 @@ def _apply_env(env: dict[str, str] | None) -> None:
         os.environ.update({str(k): str(v) for k, v in env.items()})
 
 
-def run_file_job(job_path: str) -> int:
-    """Evaluate the job in ``job_path`` and report to the address it names (``report_to``)."""
+def run_file_job(job_path: str, result_path: str) -> int:
+    """Evaluate the job in ``job_path`` and write the result to ``result_path``."""
     with open(job_path) as fh:
         payload = json.load(fh)
-    return evaluate_and_report(payload["job"], payload.get("env"), str(payload["report_to"]))
-
-
-def evaluate_and_report(job: dict[str, Any], env: dict[str, str] | None, address: str) -> int:
-    """In the evaluation process: run ``job`` and report its result (or the error that stopped it) to ``address``
-    on the sealed channel; return the process's exit code (0 once reported, `WITHHELD_EXIT` when unknown Python
-    threads made it withhold the report)."""
-    _apply_env(env)
-    audit()
-    send = make_sender()  # Rationale: bound before any candidate code exists in this process.
-    threads: list[frozenset[int]] = []  # the Python threads alive when the candidate loaded
-    try:
-        report = {"result": pipeline.run_job(job, threads)}
-    except BaseException as exc:  # noqa: BLE001 - the trusted side must hear why
-        report = {"error": f"{type(exc).__name__}: {exc}"}
-    return 0 if send(address, report, threads[0] if threads else None) else WITHHELD_EXIT
-
-
-def _exit_code(pid: int) -> int | None:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    return os.waitstatus_to_exitcode(status) if done else None
+    _apply_env(payload.get("env"))
+    result = pipeline.run_job(payload["job"])
+    tmp = result_path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(result, fh)
+    os.replace(tmp, result_path)
+    return 0
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -89,75 +66,99 @@ def _read_request(conn: socket.socket) -> dict[str, Any]:
     return json.loads(data.decode())
 
 
-def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
-    """In the forked supervisor: start a new session, fork the evaluation, report its result and exit status."""
+def _serve_one(conn: socket.socket, listener: socket.socket, spare: Any) -> None:
+    """In the forked judge: a session of its own, the evaluation (adopting the server's spare candidate process),
+    its result on the connection."""
+    from cuda_agent.evaluator.judge.candidate import offer_spare
+
     listener.close()
     os.setsid()
-    request = _read_request(conn)
-    log_path = request.get("log_path") or f"/tmp/cuda_agent_eval_{os.getpid()}.log"
-    _send(conn, {"pid": os.getpid()})
-    inbox = ReportInbox()
-    address = inbox.address
-    child = os.fork()
-    if child == 0:
-        code = 1
-        try:
-            # Rationale: no channel to the trusted side while candidate code can run (a forged result written to
-            # an inherited socket was believed).
-            conn.close()
-            inbox.close()
+    offer_spare(spare)
+    code = 1
+    try:
+        request = _read_request(conn)
+        _send(conn, {"pid": os.getpid(), "candidate_pgid": spare.pgid if spare is not None else None})
+        log_path = request.get("log_path")
+        if log_path:
             fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(fd, 1)
             os.dup2(fd, 2)
-            code = evaluate_and_report(request["job"], request.get("env"), address)
-        except BaseException:  # noqa: BLE001 - nothing to report with; the exit code says it
+        _apply_env(request.get("env"))
+        _send(conn, {"result": pipeline.run_job(request["job"])})
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - report, then exit
+        try:
+            _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
+        except OSError:
             pass
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    _, code = wait_for_report(inbox, child, lambda: _exit_code(child), deadline=float("inf"))
-    payload, why = inbox.verdict(child)
-    inbox.close()
-    try:  # the inbox's verdict; the caller turns it into a result (isolation._from_report)
-        _send(conn, {"report": payload, "why": why})
-        _send(conn, {"exit": code, "log_path": log_path})
-    except OSError:
-        pass
-    os._exit(0)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+SPARES = 2
+
+
+def _new_spare() -> Any:
+    """A spare candidate process for the next evaluation; None where no sandbox can be made (each evaluation then
+    starts its own, or refuses)."""
+    from cuda_agent.evaluator.judge.candidate import make_spare
+    from cuda_agent.sandbox.process import gpu_device_nodes
+
+    try:
+        return make_spare(gpu=bool(gpu_device_nodes()))
+    except Exception as exc:  # noqa: BLE001 - evaluations start their own then
+        sys.stderr.write(f"no spare candidate process: {exc}\n")
+        return None
 
 
 def serve(socket_path: str) -> None:
     _preload()
     if torch.cuda.is_initialized():
         raise RuntimeError("the warm worker initialised CUDA before forking; forked evaluations could not use it")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped automatically
+    from cuda_agent.sandbox import sandbox_available
+
+    sandbox_available("userns")  # probed (and remembered for the judges) while children can still be waited for
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges and spare candidate processes are reaped automatically
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     os.chmod(socket_path, 0o600)
     listener.listen(64)
+    # Rationale (speed): a candidate process needs seconds to import torch; evaluations arriving back to back each
+    # adopt one started ahead of time, oldest first.
+    spares = [s for s in (_new_spare() for _ in range(SPARES)) if s is not None]
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     while True:
         conn, _ = listener.accept()
+        spare = spares.pop(0) if spares else None
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _serve_one(conn, listener)
+            for other in spares:
+                os.close(other.sock_fd)
+            _serve_one(conn, listener, spare)
         conn.close()
+        if spare is not None:
+            os.close(spare.sock_fd)  # the judge owns it now
+        fresh = _new_spare()
+        if fresh is not None:
+            spares.append(fresh)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cuda_agent.evaluator.worker")
     parser.add_argument("--job")
+    parser.add_argument("--result")
     parser.add_argument("--serve")
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
         return 0
-    if not args.job:
-        parser.error("give --job JOB.json (with report_to), or --serve SOCKET")
-    return run_file_job(args.job)
+    if not (args.job and args.result):
+        parser.error("give --job JOB.json --result RESULT.json, or --serve SOCKET")
+    return run_file_job(args.job, args.result)
 
 
 if __name__ == "__main__":

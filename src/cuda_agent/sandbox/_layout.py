@@ -69,7 +69,7 @@ def python_executable() -> str:
 
 def inside_path_env() -> str:
     """PATH inside: the cuda-agent client, this Python, the CUDA toolkit, then the system folders."""
-    parts = [CLIENT_DIR, str(Path(python_executable()).parent)]
+    parts = [CLIENT_DIR, str(Path(sys.executable).parent), str(Path(python_executable()).parent)]
     parts += [f"{root}/bin" for root in cuda_roots()]
     if os.path.isdir("/usr/local/cuda/bin"):
         parts.append("/usr/local/cuda/bin")
@@ -96,6 +96,8 @@ class Layout:
     tmp_bytes: int = 1 << 30
     env: dict[str, str] = field(default_factory=dict)
     chdir: str | None = None
+    workspace_readonly: bool = False
+    extra_args: tuple[str, ...] = ()  # more bubblewrap mount arguments, applied before the root is made read-only
 
     def toolchain_args(self) -> list[str]:
         args: list[str] = ["--ro-bind", "/usr", "/usr"]
@@ -120,7 +122,7 @@ class Layout:
         for inside, host in self.ro_dirs.items():
             args += ["--ro-bind", host, inside]
         ws = str(self.workspace)
-        args += ["--bind", ws, self.workspace_mount]
+        args += ["--ro-bind" if self.workspace_readonly else "--bind", ws, self.workspace_mount]
         for rel in self.protected:
             if os.path.lexists(os.path.join(ws, rel)):
                 args += ["--ro-bind", os.path.join(ws, rel), f"{self.workspace_mount}/{rel}"]
@@ -131,7 +133,7 @@ class Layout:
             args += ["--ro-bind", path, path]
         for path in self.rw:
             args += ["--bind", path, path]
-        args += ["--remount-ro", "/", "--chdir", self.chdir or self.workspace_mount, "--clearenv"]
+        args += [*self.extra_args, "--remount-ro", "/", "--chdir", self.chdir or self.workspace_mount, "--clearenv"]
         for key, value in self.env.items():
             args += ["--setenv", key, value]
         return args

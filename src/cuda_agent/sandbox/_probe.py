@@ -29,6 +29,13 @@ def resolve_identity(identity: str) -> str:
 
 
 def bwrap_path() -> str:
+    """``$CUDA_AGENT_BWRAP`` (a bwrap binary unpacked anywhere, e.g. from the Debian package on a GPU node that has
+    none installed), else the ``bwrap`` on PATH."""
+    configured = os.environ.get("CUDA_AGENT_BWRAP")
+    if configured:
+        if not os.access(configured, os.X_OK):
+            raise SandboxError(f"CUDA_AGENT_BWRAP={configured} is not an executable file; point it at a bwrap binary")
+        return configured
     path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
     if path is None:
         raise SandboxError(f"bubblewrap (bwrap) is not installed on this machine; {HOW_TO_FIX}")

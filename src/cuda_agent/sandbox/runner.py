@@ -42,13 +42,14 @@ def _host_paths(argv: Sequence[str]) -> list[str]:
 
 def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = (),
                      extra_ro: Sequence[str | Path] = (), protected: Sequence[str] | None = None,
-                     limits: SandboxLimits | None = None) -> Runner:
+                     limits: SandboxLimits | None = None, readonly_workspace: bool = False) -> Runner:
     """A ``runner(argv, cwd, timeout) -> CompletedProcess`` for `cuda_agent.build.build_workspace`.
 
     Args:
         workspace: bound read-write at its own path, with the protected files read-only on top.
         extra_rw: folders the build writes (the compile cache); made if missing.
         extra_ro: more folders the build reads; existing paths in the command line are added automatically.
+        readonly_workspace: bind the workspace read-only (the evaluator's builds write only to ``extra_rw``).
         limits: default `BUILD_LIMITS` (no process limit: compilers do not fork-bomb, and wall time still holds).
 
     Always runs as uid 65534 in a user namespace (so files it writes belong to the host user and the shared cache
@@ -68,7 +69,8 @@ def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = 
     def run(argv: Sequence[str], cwd: Path, timeout: float) -> "subprocess.CompletedProcess[str]":
         bound = [str(ws), *rw, *ro, "/usr", *python_roots(), *cuda_roots()]
         auto = [p for p in _host_paths(argv) if not any(p == b or p.startswith(b + "/") for b in bound)]
-        layout = Layout(ws, str(ws), protected=prot, writable_inside_protected=(".cuda_agent/build",),
+        layout = Layout(ws, str(ws), protected=prot, workspace_readonly=readonly_workspace,
+                        writable_inside_protected=() if readonly_workspace else (".cuda_agent/build",),
                         ro=tuple(dict.fromkeys([*ro, *auto])), rw=tuple(rw), tmp_bytes=limits.tmp_bytes,
                         chdir=str(Path(cwd).resolve()),
                         env={"PATH": inside_path_env(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",

@@ -16,12 +16,15 @@ from typing import Any
 import torch
 
 from cuda_agent.errors import TaskError
+from cuda_agent.evaluator.runner.perturb import perturbed_init
 from cuda_agent.tasks.validate import exec_module
 
 log = logging.getLogger(__name__)
 
 CANONICAL_SEED = 42
-SCALE_FACTOR = 10.0
+# Other magnitudes and signs of the same distribution: range assumptions (clamping, a fixed exponent range) fail on
+# some of them. A factor whose reference is not finite is skipped.
+SCALE_FACTORS = (10.0, -3.0, 0.01)
 _BATCH_NAMES = ("batch_size", "batch", "bs", "n_batch", "num_batches", "B", "N", "M")
 
 
@@ -61,13 +64,24 @@ def make_inputs(module: types.ModuleType, seed: int, device: torch.device) -> li
     return [to_device(x, device) for x in inputs]
 
 
-def build_model(module: types.ModuleType, seed: int, device: torch.device) -> torch.nn.Module:
-    """``Model(*get_init_inputs())`` under ``seed`` on ``device``."""
+def init_values(module: types.ModuleType) -> list[Any]:
+    """``get_init_inputs()`` as a list (what both models are constructed with)."""
+    values = module.get_init_inputs()
+    if not isinstance(values, (list, tuple)):
+        raise TaskError(f"get_init_inputs() returned {type(values).__name__}; a list is required")
+    return list(values)
+
+
+def build_model(module: types.ModuleType, seed: int, device: torch.device, init: list[Any] | None = None, *,
+                perturb: bool = False) -> torch.nn.Module:
+    """``Model(*get_init_inputs())`` constructed under ``seed`` on the CPU and moved to ``device``: KernelBench's
+    protocol, which the candidate's ``ModelNew`` is constructed by too (same seed, nothing copied over it).
+    ``perturb``: constant initialisations drawn around their constants (`runner.perturb`)."""
+    values = init if init is not None else init_values(module)
     seed_all(seed)
-    with torch.device(device):
-        init = module.get_init_inputs()
-        model = module.Model(*init)
-    return model.to(device)
+    with perturbed_init(perturb):
+        model = module.Model(*values)
+    return model.to(device).eval()
 
 
 def init_inputs(module: types.ModuleType) -> list[Any]:
@@ -75,7 +89,7 @@ def init_inputs(module: types.ModuleType) -> list[Any]:
         return list(module.get_init_inputs())
 
 
-def scaled(inputs: list[Any], factor: float = SCALE_FACTOR) -> list[Any] | None:
+def scaled(inputs: list[Any], factor: float) -> list[Any] | None:
     """Floating inputs multiplied by ``factor`` (another scale of the same distribution); None if nothing floats."""
     out, changed = [], False
     for x in inputs:

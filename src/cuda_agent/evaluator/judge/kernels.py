@@ -1,0 +1,112 @@
+"""Reading the kernel tap's records: decoy kernels, PyTorch compute in strict mode, a tap that was switched off.
+
+The records come from the candidate's own process, so they are evidence, not proof, and every rule here is backed by
+something the candidate cannot write: which kernels are its own comes from the compiler (`prepare`), and the tap
+must show, for every call, the output copy the runner itself made there (a tap switched off or filtered loses it).
+A kernel's name never says who launched it: PyTorch's launches are attributed by the PyTorch operator that was
+running when the kernel was launched, and a name PyTorch uses counts as PyTorch's unless the solution compiled a
+kernel of exactly that name itself.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_agent.evaluator.profile import kernel_origin
+
+# PyTorch operators a strict forward may run: allocation and filling (zeros, full, ...), nothing that computes.
+STRICT_ALLOWED_OPS = re.compile(
+    r"^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|zeros|zeros_like|ones|ones_like|full|"
+    r"full_like|fill_|zero_|resize_|new_zeros|new_ones|new_full|scalar_tensor|lift_fresh|detach|alias|view|"
+    r"as_strided|reshape|_reshape_alias|expand|permute|transpose|t|squeeze|unsqueeze|select|slice|narrow|unfold|"
+    r"split|chunk|unbind|flatten|unflatten|contiguous|record_stream|set_)$")
+
+
+def _normal(name: str) -> str:
+    """A kernel name without a leading return type, as both ptxas/c++filt and the profiler may print it."""
+    name = name.strip()
+    return name[5:] if name.startswith("void ") else name
+
+
+def _base(name: str) -> str:
+    """The identifier of a kernel name: no return type, template arguments or parameter list."""
+    name = _normal(name)
+    name = name.split("(", 1)[0]
+    return name.split("<", 1)[0].strip()
+
+
+@dataclass
+class KernelAudit:
+    """What the records say; ``rules`` are (rule, detail) pairs."""
+
+    rules: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    own_launched: int = 0
+    launches: int = 0
+
+
+def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, ...], *, strict: bool,
+          expect_copies: bool) -> KernelAudit:
+    """Audit the records of the calls ``tokens`` (every checked call). ``expect_copies``: the runner copied
+    outputs in each of these calls, so each must show a memcpy."""
+    result = KernelAudit()
+    calls = inventory.get("calls") if isinstance(inventory.get("calls"), dict) else {}
+    if not inventory.get("ok") or not inventory.get("tap"):
+        result.rules.append(("audit_evasion", "the kernel tap returned no records "
+                                              f"({str(inventory.get('reason', 'tap off'))[:200]})"))
+        return result
+    own_full = {_normal(k) for k in own_kernels}
+    own_base = {_base(k) for k in own_kernels}
+    missing_copy = [t for t in tokens if expect_copies and not any(
+        r.get("kind") == "memcpy" for r in calls.get(f"copy:{t}", []))]
+    if missing_copy:
+        # Rationale: the tap runs in the candidate's process; the runner's own copy of the outputs happens in every
+        # call, so a call whose records lack it had its records switched off or filtered.
+        result.rules.append(("audit_evasion", f"{len(missing_copy)} of {len(tokens)} calls have no record of the "
+                                              "evaluator's own output copy"))
+    forbidden: dict[str, int] = {}
+    for token in tokens:
+        for record in calls.get(str(token), []):
+            if record.get("kind") != "kernel":
+                continue
+            result.launches += 1
+            name = str(record.get("name", ""))
+            own = _normal(name) in own_full or (_base(name) in own_base and _base(name) != "")
+            if own:
+                result.own_launched += 1
+            op = str(record.get("op") or "")
+            if strict and op.startswith("aten::") and not STRICT_ALLOWED_OPS.match(op):
+                # Rationale: strict mode forbids PyTorch compute; the launching operator, not the name, says it was
+                # PyTorch's (cuBLAS under aten::mm is PyTorch's matmul; cuBLAS with no operator above it is the
+                # solution's own C++).
+                forbidden[f"{op} -> {name[:80]}"] = forbidden.get(f"{op} -> {name[:80]}", 0) + 1
+            elif strict and not own and not op and kernel_origin(name) == "pytorch":
+                forbidden[f"PyTorch kernel {name[:80]}"] = forbidden.get(f"PyTorch kernel {name[:80]}", 0) + 1
+    if forbidden:
+        shown = ", ".join(f"{k} x{n}" for k, n in sorted(forbidden.items())[:8])
+        result.rules.append(("torch_compute_in_forward", f"PyTorch compute in forward: {shown}"))
+    if own_kernels and result.launches and not result.own_launched:
+        # Rationale: decoy kernels. A solution whose compiled kernels never run does its work elsewhere.
+        names = ", ".join(sorted(own_base)[:6])
+        result.rules.append(("decoy_kernel", f"none of the solution's compiled kernels ({names}) was launched"))
+    if not result.launches and own_kernels:
+        result.rules.append(("decoy_kernel", "forward launched no kernel at all"))
+    return result
+
+
+def breakdown(inventory: dict[str, Any], tokens: list[int]) -> tuple[dict[str, Any], ...]:
+    """Per-kernel time of one call, averaged over ``tokens``: rows of ``name``, ``total_us``, ``calls``."""
+    calls = inventory.get("calls") if isinstance(inventory.get("calls"), dict) else {}
+    totals: dict[str, list[float]] = {}
+    for token in tokens:
+        for record in calls.get(str(token), []):
+            if record.get("kind") != "kernel":
+                continue
+            entry = totals.setdefault(str(record.get("name", "?")), [0.0, 0.0])
+            entry[0] += float(record.get("dur_us") or 0.0)
+            entry[1] += 1
+    n = max(1, len(tokens))
+    rows = [{"name": name, "total_us": total / n, "calls": max(1, round(count / n))}
+            for name, (total, count) in totals.items()]
+    return tuple(sorted(rows, key=lambda r: r["total_us"], reverse=True))

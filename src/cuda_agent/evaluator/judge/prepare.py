@@ -1,0 +1,217 @@
+"""Before the candidate runs: check the workspace, build its kernels in the sandbox, and lay out what the candidate
+process may see (its scratch folder: the solution's Python file, its built library, its prebuilt extensions).
+
+The list of the candidate's own kernels comes from the compiler (ptxas names every entry function it compiles), not
+from reading the source: templates, ``extern "C"``, macros, ``__launch_bounds__`` in either position and multi-line
+declarations are all what they compile to.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_agent.errors import ProtectedFileError, SandboxError, WorkspaceError
+from cuda_agent.evaluator.config import EvalConfig
+from cuda_agent.sandbox.process import ConfinedSpec, run_confined
+from cuda_agent.tasks.task import Task
+
+INLINE_DIR = "inline"
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
+
+
+class PrepareError(Exception):
+    """The candidate cannot run: ``stage`` is the result stage (build_failed, protected_changed, ...)."""
+
+    def __init__(self, stage: str, reason: str, log: str = "", build_seconds: float | None = None) -> None:
+        super().__init__(reason)
+        self.stage = stage
+        self.reason = reason
+        self.log = log
+        self.build_seconds = build_seconds
+
+
+@dataclass
+class Prepared:
+    """What the candidate process is given. Paths under ``scratch`` are seen inside as /scratch/...; ``module`` and
+    ``library`` are those inside paths."""
+
+    kind: str
+    scratch: Path
+    module: str
+    library: str | None = None
+    inline_dir: str | None = None
+    source: str = ""
+    own_kernels: tuple[str, ...] = ()
+    build_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def solution_kind(solution: Path) -> str:
+    """'workspace' for a folder, 'single_file' for a .py; raise WorkspaceError otherwise."""
+    if solution.is_dir():
+        return "workspace"
+    if solution.is_file() and solution.suffix == ".py":
+        return "single_file"
+    raise WorkspaceError(f"{solution}: not a workspace folder or a .py single-file solution")
+
+
+def demangle(names: tuple[str, ...]) -> tuple[str, ...]:
+    """C++ names as the profiler prints them (c++filt); the names unchanged where c++filt is missing."""
+    if not names:
+        return names
+    try:
+        done = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, timeout=30)
+        lines = done.stdout.splitlines()
+        if done.returncode == 0 and len(lines) == len(names):
+            return tuple(lines)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return names
+
+
+def prepare(solution: Path, task: Task, config: EvalConfig, scratch: Path, *, sandboxed: bool,
+            gpu: bool) -> Prepared:
+    """Check and build ``solution`` and copy what the candidate needs into ``scratch``. Raises PrepareError."""
+    kind = solution_kind(solution)
+    if kind == "workspace":
+        return _prepare_workspace(solution, task, config, scratch, sandboxed=sandboxed)
+    return _prepare_single_file(solution, config, scratch, sandboxed=sandboxed, gpu=gpu)
+
+
+def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: Path, *,
+                       sandboxed: bool) -> Prepared:
+    from cuda_agent.workspace import Workspace
+
+    try:
+        ws = Workspace.open(solution)
+    except WorkspaceError as exc:
+        raise PrepareError("eval_error", str(exc)) from exc
+    if ws.task.code != task.code:
+        raise PrepareError("protected_changed", "the workspace's task (its manifest and model.py) is not the task "
+                                                "being evaluated; protected files must not be edited")
+    try:
+        ws.verify_protected()
+    except ProtectedFileError as exc:
+        raise PrepareError("protected_changed", str(exc)) from exc
+    model_new = solution / "model_new.py"
+    if not model_new.is_file():
+        raise PrepareError("runtime_error", "the workspace has no model_new.py")
+    shutil.copy2(model_new, scratch / "model_new.py")
+    prepared = Prepared("workspace", scratch, "/scratch/model_new.py",
+                        source=model_new.read_text(errors="replace"))
+    sources = [p for p in sorted(ws.kernels_dir.rglob("*")) if p.suffix in (".cu", ".cpp", ".cc")]
+    if not sources:
+        return prepared
+    result = _build(ws.root, config, sandboxed)
+    if not result.ok or result.library is None:
+        raise PrepareError("build_failed", result.diagnostics or "the build failed", log=result.log,
+                           build_seconds=result.seconds)
+    shutil.copy2(result.library, scratch / "libkernels.so")
+    prepared.library = "/scratch/libkernels.so"
+    prepared.own_kernels = demangle(result.kernels)
+    prepared.build_seconds = result.seconds
+    return prepared
+
+
+def _build(root: Path, config: EvalConfig, sandboxed: bool):  # noqa: ANN202 - BuildResult, imported lazily
+    import tempfile
+
+    from cuda_agent.build import build_workspace
+    from cuda_agent.build.builder import default_cache_dir
+
+    cache = Path(config.build_cache_dir) if config.build_cache_dir else default_cache_dir()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-stage-") as staging:
+        runner = None
+        if sandboxed:
+            from cuda_agent.sandbox import sandboxed_runner
+
+            try:
+                # Rationale: the compiler reads whatever the sources name (#include "/etc/shadow"); confined, it sees
+                # the toolchain, the workspace and its private staging folder only, never the cache it fills.
+                runner = sandboxed_runner(root, extra_rw=[staging], readonly_workspace=True)
+            except SandboxError as exc:
+                raise PrepareError("eval_error", str(exc)) from exc
+        try:
+            return build_workspace(root, arch=config.arch, cache_dir=cache, runner=runner, staging=staging)
+        except Exception as exc:  # noqa: BLE001 - any build failure is the candidate's build failure
+            raise PrepareError("build_failed", f"build error: {type(exc).__name__}: {exc}",
+                               build_seconds=time.perf_counter() - started) from exc
+
+
+def _prepare_single_file(solution: Path, config: EvalConfig, scratch: Path, *, sandboxed: bool,
+                         gpu: bool) -> Prepared:
+    source = solution.read_text(errors="replace")
+    shutil.copy2(solution, scratch / "solution.py")
+    prepared = Prepared("single_file", scratch, "/scratch/solution.py", source=source)
+    if "load_inline" not in source and "cpp_extension" not in source:
+        return prepared
+    out = scratch / INLINE_DIR
+    out.mkdir()
+    started = time.perf_counter()
+    log = _build_inline(scratch, config, sandboxed=sandboxed, gpu=gpu)
+    prepared.build_seconds = time.perf_counter() - started
+    if not (out / "index.json").is_file():
+        if "load_inline" in log or "Error building extension" in log or "error" in log.lower():
+            raise PrepareError("build_failed", _build_failure_text(log), log=log[-20000:],
+                               build_seconds=prepared.build_seconds)
+        return prepared  # the solution imports cpp_extension but builds nothing at import
+    prepared.inline_dir = f"/scratch/{INLINE_DIR}"
+    prepared.own_kernels = demangle(tuple(dict.fromkeys(_ENTRY.findall(log))))
+    index = json.loads((out / "index.json").read_text())
+    prepared.notes.append(f"built {len(index)} inline extension(s) in {prepared.build_seconds:.1f} s")
+    return prepared
+
+
+def _build_inline(scratch: Path, config: EvalConfig, *, sandboxed: bool, gpu: bool) -> str:
+    """Import the solution in a confined build process whose ``load_inline`` builds into scratch/inline; return
+    its output (the compiler's messages). The candidate's code runs there (its module's top level), so nothing it
+    builds is cached for anyone else."""
+    import sys
+
+    from cuda_agent.evaluator.judge.candidate import RUNNER_MOUNT, runner_copy
+
+    command = [sys.executable, "-m", "ca_runner.inline", "/scratch/solution.py", f"/scratch/{INLINE_DIR}"]
+    timeout = max(30.0, config.timeout_s)
+    env = {"PYTHONPATH": RUNNER_MOUNT, "TORCH_EXTENSIONS_DIR": "/tmp/torch_extensions",
+           "MAX_JOBS": str(max(1, (os_cpu() or 2)))}
+    if config.arch:
+        env["TORCH_CUDA_ARCH_LIST"] = _torch_arch(config.arch)
+    try:
+        if sandboxed:
+            spec = ConfinedSpec(scratch=scratch, ro_dirs={RUNNER_MOUNT: runner_copy()}, gpu=gpu, env=env)
+            done = run_confined(spec, command, timeout)
+        else:
+            import os
+
+            done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, **env, "PYTHONPATH": runner_copy()})
+            done = subprocess.CompletedProcess(command, done.returncode, done.stdout + done.stderr, "")
+    except subprocess.TimeoutExpired as exc:
+        raise PrepareError("build_failed", f"building the inline extension ran past {timeout:.0f} s") from exc
+    except SandboxError as exc:
+        raise PrepareError("eval_error", str(exc)) from exc
+    return done.stdout or ""
+
+
+def os_cpu() -> int | None:
+    import os
+
+    return os.cpu_count()
+
+
+def _torch_arch(arch: str) -> str:
+    text = arch.strip().lower().removeprefix("sm_")
+    digits = text.rstrip("a")
+    return f"{digits[:-1]}.{digits[-1]}{'a' if text.endswith('a') else ''}" if digits.isdigit() else arch
+
+
+def _build_failure_text(log: str) -> str:
+    lines = [line for line in log.splitlines() if "error" in line.lower()]
+    head = "\n".join(lines[:20]) if lines else log[-3000:]
+    return f"the inline extension did not compile:\n{head}"

@@ -1,0 +1,378 @@
+"""The calls of one evaluation, all alike, each checked after it returns.
+
+Every call, whatever it is for (the first correctness calls, the probes with other magnitudes or shapes, the timed
+calls), goes the same way: fresh input values copied into the same shared buffers, outputs poisoned, the L2 flushed
+and the device idle, the same gap since the last call (`Cadence`), one `call` request, the candidate frozen as soon
+as it answers; then the judge computes the reference on its own copy of the inputs and checks the outputs, the
+inputs and the canaries. Nothing the candidate can observe differs between a call that decides correctness and one
+that is timed: all are checked, and which ones are timed or kept for the precision probe is decided after they
+return.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from cuda_agent.evaluator.config import EvalConfig
+from cuda_agent.evaluator.judge import compare, reference
+from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
+from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess
+from cuda_agent.evaluator.rules import RuleViolation
+
+_perf = time.perf_counter
+TRIVIAL_SIGNAL_LIMIT = 0.05      # error above 5% of the output's own variation, while passing only by tolerance
+PRECISION_RATIO = 64.0           # candidate error vs float64 this many times the fp32 reference's error ...
+PRECISION_FLOOR = 1e-4           # ... and above this relative error: not an fp32 computation
+PRECISION_STASH = 3              # calls kept (inputs and outputs) for the float64 probe after the loop
+NULL_CALLS = 24                  # calibration calls of the runner's own null model
+
+
+class CallFailed(Exception):
+    """The candidate raised, crashed or hung during a call; ``stage`` is the result stage."""
+
+    def __init__(self, stage: str, reason: str, log: str = "") -> None:
+        super().__init__(reason)
+        self.stage = stage
+        self.reason = reason
+        self.log = log
+
+
+@dataclass
+class Sample:
+    """What one call took: the judge's wall clock of the round trip, and what the candidate's process reported."""
+
+    label: str
+    wall_ms: float
+    event_ms: float
+    host_ms: float
+    copy_ms: float
+
+
+@dataclass
+class Outcome:
+    """The result of one checked call."""
+
+    ok: bool
+    reason: str = ""
+    comparison: compare.Comparison | None = None
+
+
+@dataclass
+class JudgeState:
+    """What the checks found so far."""
+
+    violations: list[RuleViolation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    calls_checked: int = 0
+
+    def fire(self, rule: str, detail: str) -> None:
+        if len(self.violations) < 40 and not any(v.rule == rule and v.detail == detail for v in self.violations):
+            self.violations.append(RuleViolation(rule, detail))
+
+    def check(self, name: str) -> None:
+        if name not in self.checks:
+            self.checks.append(name)
+
+
+class Cadence:
+    """The same gap before every call: the judge's work between calls (fresh inputs, the reference, the checks) is
+    alike for every call, and the remaining differences are padded to a running target, so the time since the last
+    call says nothing about what the judge did with it."""
+
+    def __init__(self, limit_s: float = 0.05) -> None:
+        self.limit_s = limit_s
+        self.target_s = 0.0
+        self.last_reply: float | None = None
+
+    def wait(self) -> None:
+        if self.last_reply is None:
+            return
+        gap = _perf() - self.last_reply
+        target = min(self.target_s, self.limit_s)
+        if gap < target:
+            time.sleep(target - gap)
+        self.target_s = max(self.target_s * 0.9, gap * 1.05)
+
+    def replied(self) -> None:
+        self.last_reply = _perf()
+
+
+class Session:
+    """Drives the calls of one evaluation against one candidate process."""
+
+    def __init__(self, *, proc: CandidateProcess, config: EvalConfig, device: torch.device, module: Any,
+                 ref_model: torch.nn.Module, fp32: bool, deadline: float, state: JudgeState,
+                 seed: Callable[[], int], constant_output: bool = False) -> None:
+        self.proc = proc
+        self.config = config
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.module = module
+        self.ref_model = ref_model
+        self.fp32 = fp32
+        self.deadline = deadline
+        self.state = state
+        self.seed = seed
+        self.constant_output = constant_output
+        self.cadence = Cadence()
+        self.ids = region_ids()
+        self.sets: list[BufferSet] = []
+        self.samples: list[Sample] = []
+        self.null_samples: list[Sample] = []
+        self.stash: list[tuple[list[Any], list[torch.Tensor]]] = []
+        self.earlier: list[Any] = []
+        self.token = 0
+        self.first_failure = ""
+        self._flush_buf: torch.Tensor | None = None
+        self._rng = random.SystemRandom()
+
+    # -- plumbing -----------------------------------------------------------------------------------------------
+    def remaining(self) -> float:
+        return max(0.05, self.deadline - time.monotonic())
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def _flush(self) -> None:
+        """The L2 flushed and the device idle before every call (the judge's own work is done)."""
+        if not self.cuda:
+            return
+        if self._flush_buf is None:
+            from cuda_agent.evaluator.timing import l2_flush_bytes
+
+            self._flush_buf = torch.empty(l2_flush_bytes(self.device), dtype=torch.int8, device=self.device)
+        self._flush_buf.zero_()
+        torch.cuda.synchronize(self.device)
+
+    def buffers_for(self, inputs: list[Any]) -> BufferSet:
+        """A new buffer set shaped like ``inputs`` (and the reference's outputs on them), shared with the candidate."""
+        with torch.no_grad():
+            outputs = self.ref_model(*inputs)
+        self._sync()
+        bufset = BufferSet(inputs, compare.flatten(outputs), self.device, self.ids)
+        del outputs
+        self.sets.append(bufset)
+        reply = self.proc.share(bufset.regions, timeout=self.remaining())
+        if not reply.get("ok"):
+            raise CallFailed(str(reply.get("stage", "eval_error")), str(reply.get("reason", "sharing failed")),
+                             str(reply.get("log", "")))
+        return bufset
+
+    def _request(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        self.cadence.wait()
+        try:
+            reply, wall_ms = self.proc.call(message, timeout=self.remaining())
+        except CandidateGone as exc:
+            raise CallFailed(exc.stage, exc.reason, exc.log) from exc
+        self.cadence.replied()
+        if not reply.get("ok"):
+            raise CallFailed(str(reply.get("stage", "runtime_error")), str(reply.get("reason", ""))[:2000],
+                             str(reply.get("log", ""))[:8000])
+        return reply, wall_ms
+
+    @staticmethod
+    def _sample(label: str, reply: dict[str, Any], wall_ms: float) -> Sample:
+        def num(key: str) -> float:
+            value = reply.get(key)
+            return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
+
+        return Sample(label, wall_ms, num("event_ms"), num("host_ms"), num("copy_ms"))
+
+    # -- calibration --------------------------------------------------------------------------------------------
+    def calibrate(self, bufset: BufferSet, inputs: list[Any]) -> None:
+        """Round trips of the runner's own null model (no candidate code): the wall-clock overhead of a call (IPC,
+        the output copy, the synchronisation) that the timing cross-check subtracts."""
+        for _ in range(NULL_CALLS):
+            self.token += 1
+            message = bufset.message(inputs, self.token)
+            message["null"] = True
+            self._flush()
+            reply, wall_ms = self._request(message)
+            self.null_samples.append(self._sample("null", reply, wall_ms))
+
+    # -- one call -----------------------------------------------------------------------------------------------
+    def call(self, bufset: BufferSet, inputs: list[Any], label: str, *, timed: bool = False,
+             stash: bool = False) -> Outcome:
+        """One call on fresh ``inputs`` and every check after it."""
+        self.token += 1
+        bufset.load(inputs)
+        self._flush()
+        reply, wall_ms = self._request(bufset.message(inputs, self.token))
+        if timed:
+            self.samples.append(self._sample(label, reply, wall_ms))
+        return self._check(bufset, inputs, label, reply, stash)
+
+    def _check(self, bufset: BufferSet, inputs: list[Any], label: str, reply: dict[str, Any],
+               stash: bool) -> Outcome:
+        state = self.state
+        state.calls_checked += 1
+        # Rationale: out-of-bounds writes corrupt neighbouring memory (and could plant results for later calls).
+        for name in bufset.broken_canaries():
+            state.fire("out_of_bounds_write", f"{label}: the canary bytes around {name} were overwritten")
+        with torch.no_grad():
+            golden = self.ref_model(*inputs)
+        self._sync()
+        candidate, problem = self._candidate_outputs(bufset, golden, reply)
+        if problem:
+            return Outcome(False, f"{label}: {problem}")
+        comparison = compare.compare_outputs(candidate, golden, self.config.tolerances)
+        if math.isfinite(comparison.max_abs):
+            state.max_abs = max(state.max_abs, comparison.max_abs)
+        if math.isfinite(comparison.max_rel):
+            state.max_rel = max(state.max_rel, comparison.max_rel)
+        # Rationale: mutating inputs can smuggle state between calls or destroy what the reference needs.
+        for name in bufset.mutated_inputs(inputs):
+            state.fire("input_mutation", f"{label}: forward modified {name}")
+        if comparison.ok and not self.constant_output:
+            # Rationale: tiny outputs. Where a constant would pass the tolerance, the error is judged against the
+            # output's own variation.
+            for leaf in comparison.leaves:
+                if leaf.reference_tiny and leaf.signal_rel_error > TRIVIAL_SIGNAL_LIMIT:
+                    state.fire("trivial_output", f"{label}: {leaf.path} passes the tolerance only because the "
+                                                 f"outputs are tiny; its error is {leaf.signal_rel_error:.2f} of the "
+                                                 "output's variation")
+        if not comparison.ok:
+            mark = compare.fingerprint(candidate)
+            if mark is not None and mark in self.earlier:
+                # Rationale: a wrong answer equal to an earlier call's is a result reused for new inputs.
+                state.fire("cached_output", f"{label}: forward returned the result of an earlier call")
+        elif stash and len(self.stash) < PRECISION_STASH and self._room_for(inputs, bufset):
+            self.stash.append(([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs],
+                               [s.view.clone() for s in bufset.outputs]))
+        if len(self.earlier) < 64:
+            self.earlier.append(compare.fingerprint(candidate))
+        del golden
+        return Outcome(comparison.ok, f"{label}: {comparison.reason}" if not comparison.ok else "", comparison)
+
+    def _candidate_outputs(self, bufset: BufferSet, golden: Any, reply: dict[str, Any]) -> tuple[Any, str]:
+        """The candidate's outputs as the judge reads them (shared buffers for tensors, reported values for the
+        rest), shaped like the reference's; or a reason why they cannot be compared."""
+        leaves = compare.flatten(golden)
+        meta = reply.get("outs")
+        if not isinstance(meta, list) or len(meta) != len(leaves):
+            count = len(meta) if isinstance(meta, list) else "?"
+            return None, f"forward returned {count} output value(s), the reference returns {len(leaves)}"
+        values: list[Any] = []
+        slots = iter(bufset.outputs)
+        for (path, ref), got in zip(leaves, meta):
+            got = got if isinstance(got, dict) else {}
+            if isinstance(ref, torch.Tensor):
+                slot = next(slots)
+                if not got.get("copied"):
+                    return None, _why_not_copied(path, got, ref)
+                values.append(slot.view)
+            else:
+                values.append(got.get("value"))
+        return _rebuild(golden, values), ""
+
+    def _room_for(self, inputs: list[Any], bufset: BufferSet) -> bool:
+        """Whether a copy of this call's inputs and outputs (and the float64 probe's needs, about 6x more) fits."""
+        if not self.cuda:
+            return True
+        need = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        need += sum(s.nbytes for s in bufset.outputs)
+        return 8 * need < torch.cuda.mem_get_info(self.device)[0]
+
+    # -- probes -------------------------------------------------------------------------------------------------
+    def precision_probe(self) -> None:
+        """Rationale: lowered precision. fp16/bf16/TF32 pass a 1e-2 tolerance on benign inputs, but their error
+        against a float64 reference is far above any fp32 computation's. The float64 reference and the fp32
+        reference it is compared with are computed with TF32 off; the fp32 reference's own error sets the scale,
+        so ill-conditioned tasks do not false-fire. Runs on calls kept at random, after the loop."""
+        if not (self.fp32 and self.config.precision_probe and self.stash):
+            return
+        flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        try:
+            ref64 = copy.deepcopy(self.ref_model).double()
+            for inputs, outputs in self.stash:
+                inputs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x
+                            for x in inputs]
+                with torch.no_grad():
+                    out64 = [v for _, v in compare.flatten(ref64(*inputs64))]
+                    out32 = [v for _, v in compare.flatten(self.ref_model(*inputs))]
+                self._sync()
+                tensors = [(o, r32, r64) for o, r32, r64 in zip(outputs, [t for t in out32 if isinstance(t, torch.Tensor)],
+                                                                 [t for t in out64 if isinstance(t, torch.Tensor)])]
+                for k, (cand, r32, r64) in enumerate(tensors):
+                    if not (r64.dtype.is_floating_point and r64.numel()):
+                        continue
+                    e_ref, e_cand = _rel_err(r32, r64), _rel_err(cand, r64)
+                    if e_cand > max(PRECISION_RATIO * e_ref, PRECISION_FLOOR):
+                        self.state.fire("lowered_precision", f"output {k}: relative error vs float64 {e_cand:.2e}, "
+                                                             f"the fp32 reference's is {e_ref:.2e}")
+                del inputs64, out64, out32
+            self.state.check("precision_probe")
+        except Exception as exc:  # noqa: BLE001 - some ops have no float64 kernel
+            self.state.notes.append(f"precision probe skipped: the reference does not run in float64 ({exc})"[:300])
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+            self.stash.clear()
+
+    def inventory(self) -> dict[str, Any]:
+        """The kernel tap's records, per call token (the candidate's word; see `judge.kernels`)."""
+        try:
+            return self.proc.request({"op": "inventory"}, timeout=min(self.remaining(), 60.0))
+        except CandidateGone as exc:
+            return {"ok": False, "reason": exc.reason}
+
+    def close(self) -> None:
+        for bufset in self.sets:
+            bufset.close()
+        self.sets.clear()
+        self._flush_buf = None
+
+
+def _why_not_copied(path: str, got: dict[str, Any], ref: torch.Tensor) -> str:
+    if "shape" not in got:
+        return f"{path} is not a tensor ({got.get('type') or repr(got.get('value'))})"
+    if not got.get("plain"):
+        return f"{path} is a tensor subclass; return plain torch.Tensor outputs"
+    if tuple(got["shape"]) != tuple(ref.shape):
+        return f"{path} has shape {tuple(got['shape'])}, expected {tuple(ref.shape)}"
+    if got.get("dtype") != str(ref.dtype).removeprefix("torch."):
+        return f"{path} has dtype {got.get('dtype')}, expected {str(ref.dtype).removeprefix('torch.')}"
+    return f"{path} is on {got.get('device')}, expected {ref.device.type}"
+
+
+def _rebuild(obj: Any, values: list[Any]) -> Any:
+    """``values`` put into ``obj``'s container structure (no self-calling closure: its cell would keep the values
+    alive until the garbage collector runs)."""
+    return _rebuild_from(obj, iter(values))
+
+
+def _rebuild_from(obj: Any, values: Any) -> Any:
+    if type(obj) in (tuple, list):
+        return type(obj)(_rebuild_from(x, values) for x in obj)
+    return next(values)
+
+
+_REL_ERR_CHUNK = 1 << 24
+
+
+def _rel_err(a: torch.Tensor, ref64: torch.Tensor) -> float:
+    """‖a − ref64‖ / ‖ref64‖ in float64, in chunks (a float64 copy of a 7 GiB output would be 14 GiB)."""
+    flat_a, flat_r = a.reshape(-1), ref64.reshape(-1)
+    diff_sq = scale_sq = 0.0
+    for start in range(0, flat_r.numel(), _REL_ERR_CHUNK):
+        r = flat_r[start:start + _REL_ERR_CHUNK]
+        d = flat_a[start:start + _REL_ERR_CHUNK].double() - r
+        diff_sq += float((d * d).sum().item())
+        scale_sq += float((r * r).sum().item())
+    diff, scale = math.sqrt(diff_sq), math.sqrt(scale_sq)
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+
+
+def fresh_inputs(module: Any, seed: int, device: torch.device) -> list[Any]:
+    return reference.make_inputs(module, seed, device)

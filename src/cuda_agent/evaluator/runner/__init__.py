@@ -1,0 +1,7 @@
+"""The candidate side: code that runs inside the sandboxed candidate process.
+
+Standalone on purpose: these modules import only the standard library and torch, never ``cuda_agent``, because the
+sandbox shows the candidate's process this folder (copied, read-only) and nothing of the project's source. The
+trusted side (``cuda_agent.evaluator.judge``) imports ``wire`` and ``shm`` from here too, so both ends speak one
+protocol.
+"""
