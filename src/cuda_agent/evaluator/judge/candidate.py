@@ -280,6 +280,8 @@ class CandidateProcess:
     def _ended(self, exc: BaseException) -> CandidateGone:
         status = self._wait_exit(5.0)
         code = status if isinstance(status, int) and not isinstance(status, bool) else None
+        if code is not None and code > 128 and self.sandboxed:
+            code = -(code - 128)  # bubblewrap exits with 128 + the signal that ended the command
         text = self.log_tail()
         lower = text.lower()
         if "out of memory" in lower or code == -signal.SIGKILL:
