@@ -8,37 +8,12 @@ struct DwShape {
   int stride, pad;
 };
 
-template <int K>
-__global__ void __launch_bounds__(256) depthwise_fixed_k(const float* __restrict__ x, const float* __restrict__ w,
-                                                         const float* __restrict__ bias, bool has_bias,
-                                                         float* __restrict__ y, DwShape s) {
-  const int64_t total = s.N * s.C * s.Ho * s.Wo;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t ow = i % s.Wo;
-    const int64_t oh = (i / s.Wo) % s.Ho;
-    const int64_t nc = i / (s.Wo * s.Ho);
-    const int64_t c = nc % s.C;
-    const float* xp = x + nc * s.H * s.W;
-    const float* wp = w + c * K * K;
-    float acc = has_bias ? bias[c] : 0.f;
-    const int64_t h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
-#pragma unroll
-    for (int kh = 0; kh < K; ++kh) {
-      const int64_t ih = h0 + kh;
-      if (ih < 0 || ih >= s.H) continue;
-#pragma unroll
-      for (int kw = 0; kw < K; ++kw) {
-        const int64_t iw = w0 + kw;
-        if (iw >= 0 && iw < s.W) acc = fmaf(__ldg(xp + ih * s.W + iw), __ldg(wp + kh * K + kw), acc);
-      }
-    }
-    y[i] = acc;
-  }
-}
-
-__global__ void __launch_bounds__(256) depthwise_any_k(const float* __restrict__ x, const float* __restrict__ w,
-                                                       const float* __restrict__ bias, bool has_bias,
-                                                       float* __restrict__ y, DwShape s, int K) {
+// KT > 0: the filter size is the compile-time constant KT (loops unroll); KT == 0: it is the runtime k_any.
+template <int KT>
+__global__ void __launch_bounds__(256) depthwise_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                                        const float* __restrict__ bias, bool has_bias,
+                                                        float* __restrict__ y, DwShape s, int k_any) {
+  const int K = KT > 0 ? KT : k_any;
   const int64_t total = s.N * s.C * s.Ho * s.Wo;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t ow = i % s.Wo;
@@ -49,12 +24,14 @@ __global__ void __launch_bounds__(256) depthwise_any_k(const float* __restrict__
     const float* wp = w + c * (int64_t)K * K;
     float acc = has_bias ? bias[c] : 0.f;
     const int64_t h0 = oh * s.stride - s.pad, w0 = ow * s.stride - s.pad;
+#pragma unroll
     for (int kh = 0; kh < K; ++kh) {
       const int64_t ih = h0 + kh;
       if (ih < 0 || ih >= s.H) continue;
+#pragma unroll
       for (int kw = 0; kw < K; ++kw) {
         const int64_t iw = w0 + kw;
-        if (iw >= 0 && iw < s.W) acc = fmaf(xp[ih * s.W + iw], wp[kh * K + kw], acc);
+        if (iw >= 0 && iw < s.W) acc = fmaf(__ldg(xp + ih * s.W + iw), __ldg(wp + kh * K + kw), acc);
       }
     }
     y[i] = acc;
@@ -80,18 +57,18 @@ void depthwise_conv2d(ca::Tensor x, ca::Tensor w, ca::Tensor bias, bool has_bias
   CA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const unsigned blocks = (unsigned)std::min<int64_t>((total + 255) / 256, (int64_t)sms * 32);
   const float* b = has_bias ? bias.data_ptr<float>() : nullptr;
+  const float* xp = x.data_ptr<float>();
+  const float* wp = w.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
   switch (K) {
     case 3:
-      depthwise_fixed_k<3><<<blocks, 256, 0, ca::stream()>>>(x.data_ptr<float>(), w.data_ptr<float>(), b, has_bias,
-                                                             y.data_ptr<float>(), s);
+      depthwise_kernel<3><<<blocks, 256, 0, ca::stream()>>>(xp, wp, b, has_bias, yp, s, 3);
       break;
     case 5:
-      depthwise_fixed_k<5><<<blocks, 256, 0, ca::stream()>>>(x.data_ptr<float>(), w.data_ptr<float>(), b, has_bias,
-                                                             y.data_ptr<float>(), s);
+      depthwise_kernel<5><<<blocks, 256, 0, ca::stream()>>>(xp, wp, b, has_bias, yp, s, 5);
       break;
     default:
-      depthwise_any_k<<<blocks, 256, 0, ca::stream()>>>(x.data_ptr<float>(), w.data_ptr<float>(), b, has_bias,
-                                                        y.data_ptr<float>(), s, (int)K);
+      depthwise_kernel<0><<<blocks, 256, 0, ca::stream()>>>(xp, wp, b, has_bias, yp, s, (int)K);
   }
 }
 CA_EXPORT(depthwise_conv2d);
