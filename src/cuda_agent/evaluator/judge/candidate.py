@@ -224,6 +224,9 @@ class CandidateProcess:
     def pgid(self) -> int | None:
         return self._pgid
 
+    def _alive(self) -> bool:
+        return self._wait_exit(0.05) is False
+
     def _wait_exit(self, timeout: float) -> int | bool | None:
         """The exit code (a child of ours), True (ended, not ours to reap), or False (still running)."""
         if self._proc is not None:
@@ -271,7 +274,15 @@ class CandidateProcess:
         except (socket.timeout, TimeoutError) as exc:
             raise CandidateGone("timeout", f"the candidate did not answer within {timeout:.1f} s (a hang or an "
                                            "endless kernel)", self.log_tail()) from exc
-        except (wire.WireError, OSError) as exc:
+        except wire.WireError as exc:
+            if self._alive():
+                # Rationale: only the runner writes replies; anything else on the channel is the candidate's code
+                # writing to its process's descriptors (a forged reply), and ends the evaluation.
+                raise CandidateGone("crashed", f"the candidate's process wrote something that is not the "
+                                               f"evaluator's reply ({exc}); its channel is not the candidate's to "
+                                               "use", self.log_tail()) from exc
+            raise self._ended(exc) from exc
+        except OSError as exc:
             raise self._ended(exc) from exc
         for fd in extra:
             os.close(fd)
