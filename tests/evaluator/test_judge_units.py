@@ -121,11 +121,14 @@ def test_kernel_audit_attributes_by_operator_not_by_name() -> None:
     assert kernels.audit(zeros, [1], own, strict=True, expect_copies=True).rules == []
 
 
-def test_kernel_audit_names_decoys_and_a_silenced_tap() -> None:
+def test_kernel_audit_notes_unused_kernels_and_names_a_silenced_tap() -> None:
     own = ("my_kernel(float*)",)
     decoy = _inventory({"1": [{"name": "void at::native::reduce_kernel<512, 1>", "kind": "kernel",
                                "op": "aten::sum"}], "copy:1": [COPY]})
-    assert [r for r, _ in kernels.audit(decoy, [1], own, strict=False, expect_copies=True).rules] == ["decoy_kernel"]
+    relaxed = kernels.audit(decoy, [1], own, strict=False, expect_copies=True)
+    assert relaxed.rules == [] and any("my_kernel" in n for n in relaxed.notes)  # KernelBench's rules: allowed
+    strict = kernels.audit(decoy, [1], own, strict=True, expect_copies=True)
+    assert [r for r, _ in strict.rules] == ["torch_compute_in_forward"]
     silenced = _inventory({"1": [{"name": "my_kernel(float*)", "kind": "kernel", "op": ""}]})  # no runner copy
     assert [r for r, _ in kernels.audit(silenced, [1], own, strict=True, expect_copies=True).rules] == \
         ["audit_evasion"]

@@ -93,12 +93,12 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
     if forbidden:
         shown = ", ".join(f"{k} x{n}" for k, n in sorted(forbidden.items())[:8])
         result.rules.append(("torch_compute_in_forward", f"PyTorch compute in forward: {shown}"))
-    if own_kernels and result.launches and not result.own_launched:
-        # Rationale: decoy kernels. A solution whose compiled kernels never run does its work elsewhere.
-        names = ", ".join(sorted(own_base)[:6])
-        result.rules.append(("decoy_kernel", f"none of the solution's compiled kernels ({names}) was launched"))
-    if not result.launches and own_kernels:
-        result.rules.append(("decoy_kernel", "forward launched no kernel at all"))
+    if own_kernels and not result.own_launched:
+        # A note, not a rule: a solution may compile a fallback it never needs (cuBLAS did the work), and where the
+        # work went elsewhere that is PyTorch compute (refused in strict mode above) or allowed (relaxed mode, as in
+        # KernelBench). Compiled-but-unused kernels are worth telling the agent about.
+        names = ", ".join(sorted(n for n in own_base if n)[:6])
+        result.notes.append(f"none of the solution's compiled kernels ({names}) was launched by forward")
     return result
 
 

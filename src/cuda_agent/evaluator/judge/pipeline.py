@@ -188,21 +188,20 @@ class Evaluation:
                                                             self.device, [self.seed() for _ in range(3)])
 
         clock.start("candidate_process")
-        try:
-            proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
-            self.processes = {"judge": os.getpid(), "candidate": proc.pid, "sandboxed": sandboxed}
-            clock.start("candidate_load")
-            self._load(proc, prepared, model_seed, init, perturb, ref_model)
-        except CandidateGone as exc:
-            return self._failed(prepared, exc.stage, exc.reason, exc.log)
-        except CallFailed as exc:
-            return self._failed(prepared, exc.stage, exc.reason, exc.log)
-
         session = Session(proc=proc, config=config, device=self.device, module=module, ref_model=ref_model,
                           fp32=fp32, deadline=self.deadline, state=state, seed=self.seed,
                           constant_output=constant)
         try:
-            return self._calls(session, proc, prepared, probe_inputs, baselines, ref_model, module)
+            proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
+            self.processes = {"judge": os.getpid(), "candidate": proc.pid, "sandboxed": sandboxed}
+            clock.start("calibration")
+            sets = [session.buffers_for(probe_inputs) for _ in range(measure.timing_set_count(probe_inputs,
+                                                                                                self.device))]
+            if config.profile:
+                session.calibrate(sets[0], lambda: reference.make_inputs(module, self.seed(), self.device))
+            clock.start("candidate_load")
+            self._load(proc, prepared, model_seed, init, perturb, ref_model)
+            return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
         except (CallFailed, CandidateGone) as exc:
             return self._failed(prepared, exc.stage, exc.reason, exc.log)
         finally:
@@ -253,13 +252,11 @@ class Evaluation:
                                     "otherwise create the layers in the reference's order under the same seed")
 
     # -- the calls ----------------------------------------------------------------------------------------------
-    def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, first_inputs: list[Any],
+    def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, sets: list[Any],
                baselines: Any, ref_model: torch.nn.Module, module: Any) -> EvalResult:
         config, state, clock = self.config, self.state, self.clock
         clock.start("calls")
-        n_sets = measure.timing_set_count(first_inputs, self.device)
-        sets = [session.buffers_for(first_inputs) for _ in range(n_sets)]
-        session.calibrate(sets[0], first_inputs)
+        n_sets = len(sets)
         variants = self._variant_plan(module) if config.variants else []
         positions = sorted(self._rng.sample(range(1, config.n_trials + len(variants) + 1), len(variants)))
         planned = dict(zip(positions, variants))
