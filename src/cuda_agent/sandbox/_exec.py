@@ -16,7 +16,8 @@ from typing import IO, Callable
 
 from cuda_agent.sandbox._layout import MONITOR_DIR
 from cuda_agent.sandbox._limits import SandboxLimits
-from cuda_agent.sandbox._monitor import descendants
+from cuda_agent import procs
+from cuda_agent.procs import descendants
 
 REPORT_MARK = "CUDA_AGENT_REPORT"
 TIMEOUT_EXIT = 124
@@ -154,6 +155,7 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
             stderr=subprocess.PIPE, pass_fds=(report_w, *extra_fds), start_new_session=True, close_fds=True, env=env)
     finally:
         os.close(report_w)
+    procs.register_group(proc.pid)
     readers = [
         threading.Thread(target=_drain, args=(proc.stdout, out.feed), daemon=True),
         threading.Thread(target=_drain, args=(proc.stderr, err.feed), daemon=True),
@@ -182,6 +184,7 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
             break
     if pidfd is not None:
         os.close(pidfd)
+    procs.unregister_group(proc.pid)
     for t in readers:
         t.join(timeout=5)
     seconds = time.monotonic() - started
