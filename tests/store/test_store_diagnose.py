@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import cuda_agent
-from cuda_agent.errors import StoreCorruptError, StoreMissingError, StorePermissionError
+from cuda_agent.errors import StoreCorruptError, StoreMissingError
 from cuda_agent.store import Store
 
 

@@ -1,30 +1,22 @@
 """`cuda-agent serve`: the evaluation pool behind an HTTP API (docs/http_api.md), for rollout workers elsewhere."""
 from __future__ import annotations
 
-import math
 import secrets
 import threading
+import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.console import Console
 
+from cuda_agent.cli._checks import finite
 from cuda_agent.errors import CudaAgentError
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 STANDIN_DEFAULT_WORKERS = 2
 INSECURE_FLAG = "--insecure-no-token"
-
-
-def _finite(value: Optional[float], flag: str, low: float, high: float, *, low_excluded: bool = False) -> None:
-    """Refuse NaN, infinities and values outside [low, high] (click's ranges let NaN through)."""
-    if value is None:
-        return
-    below = value <= low if low_excluded else value < low
-    if not math.isfinite(value) or below or value > high:
-        bracket = "(" if low_excluded else "["
-        raise typer.BadParameter(f"must be finite and in {bracket}{low:g}, {high:g}], got {value}", param_hint=flag)
+DRAIN_GRACE_S = 1.0
 
 
 def _gpu_labels(gpus: Optional[str], standin: Optional[float]) -> list[str] | None:
@@ -124,9 +116,9 @@ def register(app: typer.Typer) -> None:
         from cuda_agent.store import Store, default_store_url
 
         console = Console()
-        _finite(standin, "--standin", 0.0, 3600.0)
-        _finite(read_timeout, "--read-timeout", 0.0, 3600.0, low_excluded=True)
-        _finite(drain_timeout, "--drain-timeout", 0.0, 86_400.0)
+        finite(standin, "--standin", 0.0, 3600.0)
+        finite(read_timeout, "--read-timeout", 0.0, 3600.0, low_excluded=True)
+        finite(drain_timeout, "--drain-timeout", 0.0, 86_400.0)
         gpu_list = _gpu_labels(gpus, standin)
         chosen = _token(token, insecure_no_token, host, token_file, console)
         opened = None
@@ -145,15 +137,21 @@ def register(app: typer.Typer) -> None:
             where = opened.url.redacted() if opened else "no store"
             console.print(f"listening on {server.url} (backend {backend}, {where})", highlight=False, soft_wrap=True)
 
+            def drain_then_stop() -> None:
+                server.service.drain(drain_timeout)
+                time.sleep(DRAIN_GRACE_S)  # clients waiting on the last results get their answers
+                server.shutdown()
+
             def stop(signum: int) -> None:
-                threading.Thread(target=server.shutdown, daemon=True).start()
+                console.print(f"stopping: no new jobs; letting queued ones finish (at most {drain_timeout:g} s; "
+                              "a second signal ends them now)", highlight=False, soft_wrap=True)
+                threading.Thread(target=drain_then_stop, name="cuda-agent-drain", daemon=True).start()
 
             procs.set_graceful(stop)
             try:
                 server.serve_forever(poll_interval=0.2)
             finally:
                 server.server_close()
-                console.print(f"stopping: letting queued evaluations finish (at most {drain_timeout:g} s)")
                 server.service.close(drain_s=drain_timeout)
                 if opened is not None:
                     opened.close()

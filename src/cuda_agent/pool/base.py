@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from cuda_agent.pool.evaluators import Evaluator
-from cuda_agent.pool.job import EvalJob, positive_seconds
+from cuda_agent.pool.job import MAX_JOB_TIMEOUT_S, EvalJob, positive_seconds
 from cuda_agent.pool.worker import WorkerFailure, WorkerReply
 from cuda_agent.store.keys import cache_key, library_versions
 
@@ -125,8 +125,10 @@ class JobBook:
         elif default_s is not None:
             limit = default_s
         else:
-            limit = float(job.config_dict().get("timeout_s") or DEFAULT_EVAL_TIMEOUT_S) + TIMEOUT_GRACE_S
-        return positive_seconds(limit, f"job {job.job_id}'s time limit")
+            configured = job.config_dict().get("timeout_s")
+            limit = TIMEOUT_GRACE_S + (DEFAULT_EVAL_TIMEOUT_S if configured is None else
+                                       positive_seconds(configured, f"job {job.job_id}'s config timeout_s"))
+        return positive_seconds(limit, f"job {job.job_id}'s time limit", MAX_JOB_TIMEOUT_S + TIMEOUT_GRACE_S)
 
     def timeline(self) -> list[JobTiming]:
         with self._lock:

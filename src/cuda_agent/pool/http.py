@@ -141,6 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             default = "error"
         self.close_connection = True
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"  # unparsable request lines get a status line too, not a bare body
         self._reply(code, {"error": f"{message or default}{f': {explain}' if explain else ''}"},
                     {"Connection": "close"})
 

@@ -125,7 +125,8 @@ class _GpuSlot(threading.Thread):
             return self.worker.run(job, self.pool._book.timeout_for(job, self.pool.eval_timeout_s))
         except WorkerFailure as failure:
             if self.pool.stop_reason is not None:
-                return WorkerFailure(failure.stage, f"{self.pool.stop_reason}; {failure.reason}", failure.started)
+                return WorkerFailure(failure.stage, f"{self.pool.stop_reason}; the job was still running, and its "
+                                                    "worker was killed", failure.started)
             return failure
         except Exception as exc:  # noqa: BLE001 - any failure here ends the job with a reason
             log.exception("GPU %s: running job %s failed", self.gpu, job.job_id)
@@ -266,9 +267,9 @@ class LocalPool(QueuedPool):
         if everyone_dead:
             self._fail_queued(f"every GPU worker failed; last error: {slot.dead_reason}")
 
-    def _fail_queued(self, reason: str) -> None:
-        """Fail every queued job with ``reason`` (stop tokens stay queued for the slots that wait on them)."""
-        stops = 0
+    def _take_queued(self) -> list[tuple[Any, Future[Any], float]]:
+        """Remove and return the queued jobs that can still run (stop tokens stay queued for the slots)."""
+        taken, stops = [], 0
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -276,12 +277,16 @@ class LocalPool(QueuedPool):
                 break
             if item is _STOP:
                 stops += 1
-                continue
-            _, future, _ = item
-            if future.set_running_or_notify_cancel():
-                future.set_exception(PoolError(reason))
+            elif item[1].set_running_or_notify_cancel():
+                taken.append(item)
         for _ in range(stops):
             self._queue.put(_STOP)
+        return taken
+
+    def _fail_queued(self, reason: str) -> None:
+        """Fail every queued job with `PoolError` (``reason``)."""
+        for _, future, _ in self._take_queued():
+            future.set_exception(PoolError(reason))
 
     def _after_enqueue(self) -> None:
         """A job queued just as the last slot died would wait forever: fail it now."""
@@ -323,14 +328,17 @@ class LocalPool(QueuedPool):
             alive[0].join(remaining)
 
     def abort(self, reason: str) -> None:
-        """Fail the queued jobs and kill the running ones with ``reason``; start no new worker."""
+        """End the queued and the running jobs with ``reason`` and start no new worker. Each ends as a failed
+        `EvalResult` (``eval_error`` for the queued, ``crashed`` for the running) recorded in the store like any
+        other, so a client asking later learns what happened."""
         with self._lock:
             self.stop_reason = reason
             slots = list(self._slots)
-        self._fail_queued(f"{reason} before this job ran")
+        for job, future, submitted in self._take_queued():
+            self._complete(job, future, submitted, "-", WorkerFailure("eval_error", f"{reason} before this job ran"))
         for slot in slots:
             if slot.worker is not None:
-                slot.worker.kill()
+                slot.worker.interrupt()
 
     def __enter__(self) -> "LocalPool":
         return self

@@ -45,6 +45,7 @@ class EvaluationService:
         self._changed = threading.Condition(self._lock)
         self.started = time.time()
         self._reserved: set[str] = set()
+        self._draining = False
         self._store_lock = threading.Lock()
         self._store_health: tuple[float, Any] | None = None
 
@@ -60,6 +61,10 @@ class EvaluationService:
                 self._store_health = (now, store.check())
             return self._store_health[1]
 
+    def _require_open(self) -> None:
+        if self._draining:
+            raise PoolError("the server is stopping and takes no new work; retry when it is back, or use another")
+
     def _require_store(self) -> None:
         health = self.store_health()
         if health is not None and not health.ok:
@@ -70,6 +75,7 @@ class EvaluationService:
         """Queue the job in ``body``; return its status object. Raises `ConfigError` (bad request), `StoreError`
         (the store is damaged, so results could not be kept) or `PoolError` (the pool cannot take it)."""
         job = job_from_request(body)
+        self._require_open()
         self._require_store()
         with self._lock:
             if job.job_id in self._jobs or job.job_id in self._reserved:
@@ -139,6 +145,7 @@ class EvaluationService:
         """Build a solution snapshot in a scratch folder and return the `BuildResult` as a dict (the library path
         refers to the server and is dropped). Raises `ConfigError` on a malformed body."""
         body = check_build_request(body)
+        self._require_open()
         task = Task.from_dict(dict(body["task"]))
         snapshot = SolutionSnapshot.from_dict(body["solution"])
         if snapshot.kind != "workspace":
@@ -171,6 +178,12 @@ class EvaluationService:
         return {"ok": status == "ok", "status": status, "problems": problems, "version": __version__,
                 "uptime_s": time.time() - self.started, "evaluator": self.pool.evaluator.identity(),
                 "store": store.to_dict() if store is not None else None, **stats.to_dict()}
+
+    def drain(self, drain_s: float | None) -> None:
+        """Stop taking jobs (submissions get `PoolError`, a 503) and let the queued and running ones finish, for at
+        most ``drain_s`` seconds; status requests are still answered meanwhile, so clients collect the results."""
+        self._draining = True
+        self.close(drain_s)
 
     def close(self, drain_s: float | None = None) -> None:
         """Close the pool: queued and running jobs finish, for at most ``drain_s`` seconds where the pool supports

@@ -51,21 +51,31 @@ CONFIG_BOUNDS: dict[str, tuple[float, float, bool]] = {
 ARCH = re.compile(r"[0-9]{2,3}[a-z]?")
 
 
-def _reject_constant(name: str) -> Any:
-    raise RequestError(f"request body holds {name}, which JSON does not allow; send finite numbers")
-
-
 def parse_json(raw: bytes) -> Any:
-    """Decode a request body; NaN, Infinity, bad UTF-8, nesting too deep for the parser and numbers too long to
-    convert are all a `RequestError`."""
+    """Decode a request body; NaN or Infinity anywhere (named by its path, e.g. ``config.timeout_s``), bad
+    UTF-8, nesting too deep for the parser and numbers too long to convert are all a `RequestError`."""
     try:
-        return json.loads(raw or b"null", parse_constant=_reject_constant)
-    except RequestError:
-        raise
+        value = json.loads(raw or b"null")
     except RecursionError as exc:
         raise RequestError("request body is nested too deeply") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(f"request body is not JSON: {exc}") from exc
+    _reject_nonfinite(value)
+    return value
+
+
+def _reject_nonfinite(value: Any) -> None:
+    """Raise `RequestError` naming the first NaN or infinite number in a decoded JSON value."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise RequestError(f"{path or 'the request body'} must be a finite number, got {item} (NaN and "
+                               "Infinity are not JSON)")
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), child) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
 
 
 def number(value: Any, name: str, low: float, high: float, *, integer: bool = False,

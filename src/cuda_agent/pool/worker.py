@@ -182,8 +182,14 @@ class WorkerProcess:
                            started=float(message["started"]), finished=float(message["finished"]),
                            broken=bool(message.get("broken")), pid=int(message["pid"]), gpu=str(message.get("gpu")))
 
+    def interrupt(self) -> None:
+        """Kill the worker's processes from another thread; the owner thread, reading from it, sees it die and
+        cleans up (its pipes are left open here, so that no descriptor is closed under that read)."""
+        if self._proc is not None and self._proc.poll() is None:
+            procs.kill_group(self._proc.pid)
+
     def kill(self) -> None:
-        """Kill the worker and everything it started; reap it."""
+        """Kill the worker and everything it started; reap it. Owner thread only (see `interrupt`)."""
         if self._proc is not None:
             if self._proc.poll() is None:
                 procs.kill_group(self._proc.pid)

@@ -19,8 +19,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-from cuda_agent.procs import descendants
-
 log = logging.getLogger(__name__)
 
 IN_ACCESS = 0x001
