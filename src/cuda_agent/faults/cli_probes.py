@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from cuda_agent.faults.base import Ledger, expect
-from cuda_agent.faults.server import alive
+from cuda_agent.faults.server import alive, cmdline
 from cuda_agent.procs import descendants
 
 GOOD_TASK = '''import torch
@@ -44,9 +44,10 @@ class Ran:
 
 
 def run_cli(args: Sequence[str], *, timeout_s: float = 300.0, signal_after_s: float | None = None,
-            sig: int = signal.SIGTERM, env: dict[str, str] | None = None) -> Ran:
+            sig: int = signal.SIGTERM, after_process: str | None = None, env: dict[str, str] | None = None) -> Ran:
     """Run ``cuda-agent ARGS`` (this checkout's code), watching which processes it starts; with ``signal_after_s``
-    send it ``sig`` then. Past ``timeout_s`` it is killed (and that shows in the result)."""
+    send it ``sig`` that many seconds after the start (or, with ``after_process``, after a descendant whose command
+    line contains that text appeared). Past ``timeout_s`` it is killed (and that shows in the result)."""
     src = str(Path(__file__).resolve().parents[2])
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = src + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
@@ -58,10 +59,14 @@ def run_cli(args: Sequence[str], *, timeout_s: float = 300.0, signal_after_s: fl
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
     reader.start()
+    clock = None if after_process else started
     while proc.poll() is None:
         seen.update(descendants(proc.pid))
+        if clock is None and any(after_process in cmdline(pid) for pid in seen if alive(pid)):
+            clock = time.monotonic()
         elapsed = time.monotonic() - started
-        if signal_after_s is not None and not signalled and elapsed >= signal_after_s:
+        if signal_after_s is not None and not signalled and clock is not None and \
+                time.monotonic() - clock >= signal_after_s:
             proc.send_signal(sig)
             signalled = True
         if elapsed > timeout_s:
@@ -140,10 +145,25 @@ def tasks_write_files(workdir: Path, ledger: Ledger) -> str:
 def tasks_sigterm(workdir: Path, ledger: Ledger) -> str:
     hang = GOOD_TASK.format(scale=1.0).replace("    return [torch.rand(64, 64)]", "    while True:\n        pass")
     folder = _task_folder(workdir / "interrupted", {"b_hangs.py": hang})
-    ran = run_cli(["tasks", str(folder), "--task-timeout", "600"], timeout_s=300, signal_after_s=12)
+    ran = run_cli(["tasks", str(folder), "--task-timeout", "600"], timeout_s=300, signal_after_s=8,
+                  after_process="runner.py")
     expect(ran.returncode == 128 + signal.SIGTERM, f"exit {ran.returncode}: {ran.output[-400:]}")
     expect(not ran.left, f"processes left after SIGTERM: {ran.left}")
     return f"SIGTERM during task validation: exit {ran.returncode}, no sandbox or task process left"
+
+
+def eval_sigterm(workdir: Path, ledger: Ledger) -> str:
+    """SIGTERM to `cuda-agent eval` while its isolated evaluation hangs: nothing it started may be left."""
+    task = workdir / "task.py"
+    task.write_text(GOOD_TASK.format(scale=1.0))
+    solution = workdir / "solution.py"
+    solution.write_text("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                        "        while True:\n            pass\n")
+    ran = run_cli(["eval", "--task", str(task), "--solution", str(solution), "--device", "cpu", "--mode", "relaxed",
+                   "--timeout", "600"], timeout_s=300, signal_after_s=3, after_process="cuda_agent.evaluator")
+    expect(ran.returncode == 128 + signal.SIGTERM, f"exit {ran.returncode}: {ran.output[-400:]}")
+    expect(not ran.left, f"processes left after SIGTERM: {ran.left}")
+    return f"SIGTERM during a hanging evaluation: exit {ran.returncode}, no evaluator process left"
 
 
 CLI_PROBES: dict[str, Callable[[Path, Ledger], str]] = {
@@ -151,4 +171,5 @@ CLI_PROBES: dict[str, Callable[[Path, Ledger], str]] = {
     "tasks_hanging_get_inputs": tasks_hang,
     "tasks_row_that_writes_a_file": tasks_write_files,
     "tasks_sigterm_leaves_no_process": tasks_sigterm,
+    "eval_sigterm_leaves_no_process": eval_sigterm,
 }
