@@ -58,7 +58,8 @@ def test_a_database_this_user_cannot_write_is_reported_as_permissions(tmp_path: 
 @pytest.mark.parametrize("damage, kind", [("truncate_half", "corrupt"), ("truncate_zero", "corrupt"),
                                           ("overwrite_header", "corrupt"), ("delete", "missing"),
                                           ("replace", "missing")])
-def test_check_sees_damage_done_while_open(tmp_path: Path, damage: str, kind: str) -> None:
+@pytest.mark.parametrize("deep", [True, False])
+def test_check_sees_damage_done_while_open(tmp_path: Path, damage: str, kind: str, deep: bool) -> None:
     path = _filled(tmp_path / "store.db")
     store = Store.open(path)
     try:
@@ -77,7 +78,7 @@ def test_check_sees_damage_done_while_open(tmp_path: Path, damage: str, kind: st
         else:
             path.rename(tmp_path / "old.db")
             path.write_bytes(b"")
-        health = store.check()
+        health = store.check(deep=deep)
     finally:
         store.close()
     assert not health.ok and health.kind == kind, health

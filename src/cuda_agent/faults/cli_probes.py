@@ -166,10 +166,28 @@ def eval_sigterm(workdir: Path, ledger: Ledger) -> str:
     return f"SIGTERM during a hanging evaluation: exit {ran.returncode}, no evaluator process left"
 
 
+def bench_sigterm(workdir: Path, ledger: Ledger) -> str:
+    """SIGTERM to `cuda-agent bench offline --standin` while its pool's workers are busy: nothing is left."""
+    for name in ("1_first", "2_second"):
+        (workdir / "tasks" / "level1").mkdir(parents=True, exist_ok=True)
+        (workdir / "tasks" / "level1" / f"{name}.py").write_text(GOOD_TASK.format(scale=1.0))
+        solution = workdir / "solutions" / "level1" / name
+        (solution / "kernels").mkdir(parents=True, exist_ok=True)
+        (solution / "model_new.py").write_text("# stand-in\n")
+        (solution / "kernels" / "standin.json").write_text('{"seconds": 120}')
+    ran = run_cli(["bench", "offline", "--solutions", str(workdir / "solutions"), "--tasks", str(workdir / "tasks"),
+                   "--standin", "--store", f"sqlite:///{workdir / 'store.db'}", "--out", str(workdir / "out")],
+                  timeout_s=300, signal_after_s=3, after_process="cuda_agent.pool._worker")
+    expect(ran.returncode == 128 + signal.SIGTERM, f"exit {ran.returncode}: {ran.output[-400:]}")
+    expect(not ran.left, f"processes left after SIGTERM: {ran.left}")
+    return f"SIGTERM during an offline bench: exit {ran.returncode}, no pool worker left"
+
+
 CLI_PROBES: dict[str, Callable[[Path, Ledger], str]] = {
     "invalid_numeric_flags_and_insecure_serving": bad_flags,
     "tasks_hanging_get_inputs": tasks_hang,
     "tasks_row_that_writes_a_file": tasks_write_files,
     "tasks_sigterm_leaves_no_process": tasks_sigterm,
     "eval_sigterm_leaves_no_process": eval_sigterm,
+    "bench_sigterm_leaves_no_process": bench_sigterm,
 }

@@ -72,7 +72,8 @@ class ServeProcess:
     @classmethod
     def start(cls, *, store: str, standin_s: float = 0.05, gpus: Sequence[str] = ("0", "1"),
               args: Sequence[str] = (), env: Mapping[str, str] | None = None, timeout_s: float = 120.0) -> "ServeProcess":
-        """Start the server and wait (at most ``timeout_s``) for its 'listening on' line.
+        """Start the server and wait (at most ``timeout_s``) for its 'listening on' line (no ``gpus``: no
+        ``--gpus`` flag, the stand-in's default).
 
         Raises `PoolError` with the server's output if it does not come up."""
         src = str(Path(__file__).resolve().parents[2])
@@ -80,7 +81,7 @@ class ServeProcess:
         full_env["PYTHONPATH"] = src + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
         full_env.pop("CUDA_AGENT_SERVE_TOKEN", None)
         argv = [sys.executable, "-m", "cuda_agent.cli.main", "serve", "--host", HOST, "--port", "0", "--standin",
-                str(standin_s), "--gpus", ",".join(gpus), "--store", store, *args]
+                str(standin_s), *(["--gpus", ",".join(gpus)] if gpus else []), "--store", store, *args]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
                                 bufsize=1)
         output: list[str] = []

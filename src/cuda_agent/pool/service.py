@@ -25,6 +25,7 @@ from cuda_agent.tasks.task import Task
 log = logging.getLogger(__name__)
 
 STORE_CHECK_INTERVAL_S = 2.0
+STORE_DEEP_CHECK_INTERVAL_S = 60.0
 
 
 def job_from_request(body: Any) -> EvalJob:
@@ -48,17 +49,22 @@ class EvaluationService:
         self._draining = False
         self._store_lock = threading.Lock()
         self._store_health: tuple[float, Any] | None = None
+        self._deep_checked = float("-inf")
 
     def store_health(self) -> Any | None:
         """The pool's store's `StoreHealth` (None without a store), checked at most every
-        STORE_CHECK_INTERVAL_S seconds (the check reads the file)."""
+        STORE_CHECK_INTERVAL_S seconds, with SQLite's integrity check (which reads the whole file) at most every
+        STORE_DEEP_CHECK_INTERVAL_S."""
         store = getattr(self.pool, "store", None)
         if store is None or not hasattr(store, "check"):
             return None
         with self._store_lock:
             now = time.monotonic()
             if self._store_health is None or now - self._store_health[0] > STORE_CHECK_INTERVAL_S:
-                self._store_health = (now, store.check())
+                deep = now - self._deep_checked > STORE_DEEP_CHECK_INTERVAL_S
+                self._store_health = (now, store.check(deep=deep))
+                if deep:
+                    self._deep_checked = now
             return self._store_health[1]
 
     def _require_open(self) -> None:

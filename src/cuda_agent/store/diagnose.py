@@ -74,10 +74,11 @@ def classify(exc: BaseException, where: str, action: str, path: Path | None = No
     return kind(f"store {where}: {action} failed: {what} ({exc}); {advice}")
 
 
-def check_sqlite(url: str, path: Path, inode: tuple[int, int] | None) -> StoreHealth:
+def check_sqlite(url: str, path: Path, inode: tuple[int, int] | None, *, deep: bool = True) -> StoreHealth:
     """Check a SQLite store's file as it is now: present, the same file that was opened (``inode``: (st_dev,
-    st_ino) at open), readable and writable, a SQLite header, and a quick integrity check through a fresh
-    read-only connection (so that no page cache hides damage)."""
+    st_ino) at open), readable and writable, a SQLite header, no shorter than its header says, its evaluations
+    table there, through a fresh read-only connection (so that no page cache hides damage); with ``deep`` also
+    SQLite's quick integrity check, which reads the whole file."""
     if str(path) == ":memory:":
         return StoreHealth(url, True)
     try:
@@ -93,7 +94,7 @@ def check_sqlite(url: str, path: Path, inode: tuple[int, int] | None) -> StoreHe
         return StoreHealth(url, False, "permissions", f"{path} is not readable and writable by this user")
     problem = _header_problem(path, stat.st_size)
     if problem is None:
-        problem = _integrity_problem(path)
+        problem = _integrity_problem(path, deep)
     if problem is not None:
         return StoreHealth(url, False, "corrupt", problem)
     return StoreHealth(url, True)
@@ -109,10 +110,29 @@ def _header_problem(path: Path, size: int) -> str | None:
         return f"cannot read {path}: {exc}"
     if head != SQLITE_HEADER[: len(head)] or len(head) < len(SQLITE_HEADER):
         return f"{path} does not start with SQLite's header (overwritten or truncated)"
+    expected = _size_in_header(path)
+    if expected is not None and size < expected:
+        return f"{path} is {size} bytes but its header says {expected} (truncated)"
     return None
 
 
-def _integrity_problem(path: Path) -> str | None:
+def _size_in_header(path: Path) -> int | None:
+    """The database size SQLite's header records (page size x page count), when the header says it is valid."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+    except OSError:
+        return None
+    if len(header) < 100:
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96]
+    return page_size * pages if valid and pages else None
+
+
+def _integrity_problem(path: Path, deep: bool) -> str | None:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     except sqlite3.Error as exc:
@@ -121,7 +141,8 @@ def _integrity_problem(path: Path) -> str | None:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "evaluations" not in tables:
             return f"{path} has no evaluations table (truncated or emptied while open)"
-        verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        conn.execute("SELECT MAX(id) FROM evaluations").fetchone()
+        verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0] if deep else "ok"
         if verdict != "ok":
             return f"{path} failed SQLite's integrity check: {verdict.strip().splitlines()[-1]}"
     except sqlite3.Error as exc:

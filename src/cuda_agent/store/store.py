@@ -189,15 +189,16 @@ class Store:
         with self._lock:
             return current_version(self._execute)
 
-    def check(self) -> StoreHealth:
+    def check(self, *, deep: bool = True) -> StoreHealth:
         """Whether the store is usable now, looked at from outside this connection (whose cache can hide a file
-        truncated, overwritten or removed while open): see `cuda_agent.store.diagnose.check_sqlite`. Never
-        raises; a server database is asked ``SELECT 1``."""
+        truncated, overwritten or removed while open): see `cuda_agent.store.diagnose.check_sqlite`; ``deep``
+        adds SQLite's quick integrity check, which reads the whole file. Never raises; a server database is
+        asked ``SELECT 1``."""
         where = self.url.redacted()
         if self._closed:
             return StoreHealth(where, False, "unavailable", "the store is closed")
         if self.url.is_sqlite and self.url.path is not None:
-            return check_sqlite(where, self.url.path, self._inode)
+            return check_sqlite(where, self.url.path, self._inode, deep=deep)
         try:
             self._read("SELECT 1")
         except Exception as exc:  # noqa: BLE001 - every driver has its own error root
