@@ -68,3 +68,34 @@ def test_leaving_the_guard_ends_every_worker() -> None:
     assert proc.wait(timeout=30) == 0
     assert proc.stdout is not None and "left the block" in proc.stdout.read()
     assert _none_alive(workers) == []
+
+
+ADOPTION = r"""
+import os, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from cuda_agent import procs
+
+procs.install()
+zombies = []
+for _ in range(5):
+    worker = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+                               "time.sleep(600)"], start_new_session=True)
+    procs.register_group(worker.pid)
+    time.sleep(0.5)
+    procs.kill_group(worker.pid)
+    worker.wait()
+    procs.unregister_group(worker.pid)
+    time.sleep(0.2)
+    procs.reap_adopted()
+mine = [int(e) for e in os.listdir("/proc") if e.isdigit() and
+        open(f"/proc/{e}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+print(len(mine), flush=True)
+"""
+
+
+def test_killed_workers_leave_no_zombies_in_a_long_running_command() -> None:
+    """A subreaper adopts the children of a killed worker; they are reaped, not left as zombies to pile up."""
+    done = subprocess.run([sys.executable, "-c", ADOPTION, SRC], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0", f"children (zombies) left: {done.stdout}"

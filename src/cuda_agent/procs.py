@@ -47,6 +47,7 @@ class _State:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.groups: set[int] = set()
+        self.adopted: set[int] = set()
         self.terminating = threading.Event()
         self.graceful: Callable[[int], None] | None = None
         self.signalled = 0
@@ -89,9 +90,31 @@ def _kill(pid: int) -> bool:
 
 
 def kill_tree(pid: int) -> int:
-    """SIGKILL ``pid`` and every process below it, deepest first; return how many were signalled."""
+    """SIGKILL ``pid`` and every process below it, deepest first; return how many were signalled.
+
+    The ones below ``pid`` lose their parent with it, so a subreaper adopts them: they are remembered and reaped
+    (by pid, never with ``waitpid(-1)``, which would take the exit status a `subprocess.Popen` waits for), so that
+    a long-running command does not pile up zombies."""
     doomed = [pid, *descendants(pid)]
-    return sum(_kill(victim) for victim in reversed(doomed))
+    count = sum(_kill(victim) for victim in reversed(doomed))
+    with _STATE.lock:
+        _STATE.adopted.update(doomed[1:])
+    reap_adopted()
+    return count
+
+
+def reap_adopted() -> None:
+    """Reap the killed descendants this process adopted (see `kill_tree`); forget those that are gone."""
+    with _STATE.lock:
+        candidates = list(_STATE.adopted)
+    for pid in candidates:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid if not os.path.exists(f"/proc/{pid}") else 0
+        if done:
+            with _STATE.lock:
+                _STATE.adopted.discard(pid)
 
 
 def kill_group(pgid: int) -> int:
@@ -112,6 +135,7 @@ def register_group(pgid: int) -> None:
         _STATE.groups.add(pgid)
     if _STATE.terminating.is_set():
         kill_group(pgid)
+    reap_adopted()
 
 
 def unregister_group(pgid: int) -> None:
