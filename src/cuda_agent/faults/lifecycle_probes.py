@@ -79,7 +79,7 @@ def drain_runs_out(workdir: Path, ledger: Ledger) -> str:
     code, left = server.stop(signal.SIGTERM)
     took = time.monotonic() - started
     expect(code == 0 and not left, f"exit {code}, processes left {left}")
-    expect(took < 20, f"the server took {took:.1f} s to stop with a 2 s drain")
+    expect(took < 45, f"the server took {took:.1f} s to stop with a 2 s drain (the first result imports torch)")
     with Store.open(url) as store:
         record = store.record_for_job(hung.json["id"])
         queued_records = [store.record_for_job(r.json["id"]) for r in queued]

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,6 +26,7 @@ from cuda_agent.tasks.task import Task
 log = logging.getLogger(__name__)
 
 STORE_CHECK_INTERVAL_S = 2.0
+MAX_BUILD_WAIT_S = 900.0
 STORE_DEEP_CHECK_INTERVAL_S = 60.0
 
 
@@ -159,7 +161,10 @@ class EvaluationService:
         scratch = Path(tempfile.mkdtemp(prefix="cuda-agent-build-"))
         try:
             root = snapshot.materialize(task, scratch)
-            result = self.pool.submit_build(root).result()
+            try:
+                result = self.pool.submit_build(root).result(timeout=MAX_BUILD_WAIT_S)
+            except FutureTimeout as exc:
+                raise PoolError(f"the build did not finish within {MAX_BUILD_WAIT_S:.0f} s") from exc
             data = result.to_dict()
             data["library"] = None
             return data
