@@ -7,8 +7,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cuda_agent.cli._checks import finite
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.tasks import resolve_task
+
+
+MAX_TIMEOUT_S = 24 * 3600.0
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
@@ -78,6 +82,7 @@ def register(app: typer.Typer) -> None:
         from cuda_agent.evaluator import EvalConfig, evaluate
 
         console = Console()
+        finite(timeout, "--timeout", 0.0, MAX_TIMEOUT_S, low_excluded=True)
         try:
             task_obj = resolve_task(task)
             config = EvalConfig(mode=mode, profile=not no_profile, tolerance=tolerance, timeout_s=timeout,

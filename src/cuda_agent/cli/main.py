@@ -28,12 +28,23 @@ SUBCOMMAND_MODULES = (
 )
 
 
+# Subcommands that start worker processes: they run under `cuda_agent.procs.guard` semantics (SIGTERM, SIGINT and
+# SIGHUP end every worker; none outlives the command). `serve` makes its first signal a graceful stop.
+WORKER_COMMANDS = frozenset({"optimize", "eval", "tasks", "bench", "serve", "synth"})
+
+
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+def _root(ctx: typer.Context,
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else getattr(logging, os.environ.get("CUDA_AGENT_LOG", "WARNING").upper(), 30),
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if ctx.invoked_subcommand in WORKER_COMMANDS:
+        from cuda_agent import procs
+
+        procs.install()
+        ctx.call_on_close(procs.shutdown)
 
 
 def _register_all() -> None:

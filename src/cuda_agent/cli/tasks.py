@@ -21,14 +21,26 @@ def register(app: typer.Typer) -> None:
         sample: Optional[int] = typer.Option(None, help="Keep a random sample of this many tasks."),
         seed: int = typer.Option(0, help="Seed for --sample."),
         limit: int = typer.Option(50, help="Rows to show (0: all)."),
+        validate: bool = typer.Option(True, "--validate/--no-validate",
+                                      help="Dry-run each task in the sandbox (default), or check syntax only."),
+        task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds each task's dry run may "
+                                                     "take before it is killed and reported (default 30)."),
     ) -> None:
-        """List a task set: ids, levels, operators; and every file that failed to load, with the reason."""
+        """List a task set: ids, levels, operators; and every file that failed to load, with the reason.
+
+        Task code is untrusted: it is executed only inside the sandbox (no network, the host's files out of
+        sight), each task with a time limit."""
+        import os
+
         from cuda_agent.tasks import load_tasks
+        from cuda_agent.tasks.sandboxed import TIME_LIMIT_ENV, check_time_limit
 
         console = Console()
         try:
+            if task_timeout is not None:
+                os.environ[TIME_LIMIT_ENV] = str(check_time_limit(task_timeout, "--task-timeout"))
             with console.status(f"loading {spec} ..."):
-                task_set = load_tasks(spec)
+                task_set = load_tasks(spec, validate=validate)
         except CudaAgentError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
