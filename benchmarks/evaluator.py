@@ -147,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=4, help="evaluations at once in the untimed phases")
     parser.add_argument("--untimed-honest", action="store_true",
                         help="evaluate the honest workspaces untimed and in parallel (faster; no timing rules)")
+    parser.add_argument("--previous", type=Path, default=None,
+                        help="an earlier evaluator.json of this corpus: its cases that passed are kept, the rest run")
+    parser.add_argument("--background", action="store_true",
+                        help="run the CPU-bound phases (single-file builds, CPU cases) beside the GPU phases")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     started = time.perf_counter()
@@ -157,6 +161,14 @@ def main(argv: list[str] | None = None) -> int:
             metrics.update(round_trips(run, ROUND_TRIPS))
         honest = honest_entries()
         adversarial = adversarial_entries()
+        if args.previous is not None:
+            kept = {r["case"]: r for r in json.loads(args.previous.read_text()).get("extra", {}).get("cases", [])
+                    if r.get("ok")}
+            run.rows.extend(kept.values())
+            honest = [e for e in honest if e.label not in kept]
+            adversarial = [e for e in adversarial if e.label not in kept]
+            log.info("kept %d passing cases from %s; running %d honest and %d adversarial", len(kept), args.previous,
+                     len(honest), len(adversarial))
         timed_parallel = args.parallel if args.untimed_honest else 1
         phases: list[tuple[str, Callable[[], None]]] = [
             ("honest_workspaces", lambda: run.many([e for e in honest if not e.single_file], timed_parallel)),
@@ -164,11 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             ("honest_single_files", lambda: run.many([e for e in honest if e.single_file], args.parallel)),
             ("adversarial_cpu", lambda: run.many([e for e in adversarial if not e.gpu], args.parallel)),
         ]
-        for name, phase in phases:
-            if name in args.skip:
-                continue
-            log.info("=== %s (%.0f s left)", name, run.left())
-            phase()
+        background = {"honest_single_files", "adversarial_cpu"} if args.background else set()
+        with ThreadPoolExecutor(2) as side:
+            pending = [side.submit(phase) for name, phase in phases if name in background and name not in args.skip]
+            for name, phase in phases:
+                if name in args.skip or name in background:
+                    continue
+                log.info("=== %s (%.0f s left)", name, run.left())
+                phase()
+            for future in pending:
+                future.result()
     rows = run.rows
     done = [r for r in rows if r.get("ok") is not None]
     adv = [r for r in done if not r["honest"]]

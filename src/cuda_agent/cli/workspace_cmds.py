@@ -65,10 +65,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Compile kernels/ (only what changed); print the first compiler error first."""
-        from cuda_agent.build import build_workspace
+        from cuda_agent.build.confined import build_confined
 
         try:
-            result = build_workspace(folder, arch=arch)
+            result = build_confined(folder, arch=arch)
         except CudaAgentError as exc:
             console.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(2) from exc
