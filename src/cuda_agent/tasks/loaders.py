@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cuda_agent.errors import TaskError
-from cuda_agent.tasks.hub import KERNELBENCH_HUB_ID, OPS6K_HUB_ID
+from cuda_agent.tasks.hub import KERNELBENCH_HUB_ID, OPS6K_HUB_ID, download_splits, fetch_kernelbench, fetch_ops6k
 from cuda_agent.tasks.task import Task
 from cuda_agent.tasks.taskset import LoadFailure, TaskSet
 from cuda_agent.tasks.validate import check_syntax, dry_run, guess_ops
@@ -162,8 +162,6 @@ def load_parquet(path: str | Path, *, source: str = "ops6k", validate: bool = Tr
 
 def load_hub_dataset(repo_id: str, *, split: str | None = None, source: str, validate: bool = True) -> TaskSet:
     """Load a task set from the Hugging Face hub (needs the optional ``datasets`` package and network access)."""
-    from cuda_agent.tasks.hub import download_splits
-
     merged = TaskSet(())
     for split_name, rows in download_splits(repo_id, split).items():
         origin = repo_id if split else f"{repo_id}:{split_name}"
@@ -181,8 +179,6 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
     """
     if spec.startswith("hub:"):
         name = spec[4:]
-        from cuda_agent.tasks.hub import fetch_kernelbench, fetch_ops6k
-
         if name in {"kernelbench", KERNELBENCH_HUB_ID}:
             return load_kernelbench_dir(fetch_kernelbench().path, validate=validate)
         if name in {"ops6k", OPS6K_HUB_ID}:
