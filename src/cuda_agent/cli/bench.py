@@ -16,7 +16,7 @@ console = Console()
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -71,7 +71,7 @@ class _Progress:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]cannot run:[/red] {message}")
+    console.print(f"[red]cannot run:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -164,7 +164,7 @@ def register(app: typer.Typer) -> None:
                               "answer 'no GPU: verification skipped'.")
         if problems or task is None:
             for problem in problems:
-                console.print(f"[red]missing:[/red] {problem}")
+                console.print(f"[red]missing:[/red] {problem}", soft_wrap=True)
             raise typer.Exit(2)
 
         # ---- the episode ----

@@ -22,7 +22,7 @@ def _workspace(path: Path):
     try:
         return Workspace.open(path)
     except CudaAgentError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
 
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         try:
             workspace = create_workspace(resolve_task(task), folder, overwrite=force)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
         console.print(f"workspace for {workspace.task.id} at {workspace.root}; read {workspace.root / 'SKILL.md'}")
 
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         try:
             result = build_workspace(folder, arch=arch)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
         if as_json:
             print(json.dumps(result.to_dict(), indent=2))
