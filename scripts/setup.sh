@@ -64,7 +64,8 @@ else
   vpip install -q "${pins[@]}" --no-deps "$verl_pin"
 fi
 
-frozen() { vpip freeze --all --exclude-editable | grep -v '^cuda-agent[=@ ]' | LC_ALL=C sort; }
+# every distribution in .venv but our own (editable installs of anything else included), as name==version
+frozen() { vpip list --format=freeze 2>/dev/null | grep -v '^cuda-agent==' | LC_ALL=C sort; }
 if [[ $mode == relock ]]; then
   mkdir -p "$(dirname "$lock")"
   {
