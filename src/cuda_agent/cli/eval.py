@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
             with console.status(f"evaluating {solution} on {task_obj.id} ({mode})"):
                 result = evaluate(task_obj, solution, config)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
         render(result, console)
         if json_out is not None:

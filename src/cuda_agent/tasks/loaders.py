@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cuda_agent.errors import TaskError
+from cuda_agent.tasks.hub import KERNELBENCH_HUB_ID, OPS6K_HUB_ID, download_splits, fetch_kernelbench, fetch_ops6k
 from cuda_agent.tasks.sandboxed import validate_in_sandbox
 from cuda_agent.tasks.task import Task
 from cuda_agent.tasks.taskset import LoadFailure, TaskSet
@@ -20,8 +21,6 @@ from cuda_agent.tasks.validate import check_syntax, dry_run, guess_ops
 
 log = logging.getLogger(__name__)
 
-KERNELBENCH_HUB_ID = "ScalingIntelligence/KernelBench"
-OPS6K_HUB_ID = "BytedTsinghua-SIA/CUDA-Agent-Ops-6K"
 _LEVEL_DIR = re.compile(r"level_?(\d+)$", re.IGNORECASE)
 
 
@@ -45,9 +44,12 @@ def _parse_task_file(path: str | Path, *, source: str, level: int | None) -> Tas
     """A task from a file, its syntax checked (nothing executed)."""
     path = Path(path)
     try:
-        code = path.read_text()
+        code = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                        "save it as UTF-8") from exc
     origin = str(path)
     check_syntax(code, origin)
     prefix = f"L{level}/" if level is not None else f"{source}/"
@@ -82,7 +84,7 @@ def _collect(items: Iterable[tuple[str, Callable[[], Task]]], progress: Callable
     failures: list[LoadFailure] = []
     for origin, task, problem in made:
         if problem is not None or task is None:
-            log.warning("skipping bad task: %s", problem)
+            log.info("skipping bad task: %s", problem)
             failures.append(LoadFailure(origin, str(problem)))
         else:
             tasks.append(task)
@@ -182,24 +184,11 @@ def load_parquet(path: str | Path, *, source: str = "ops6k", validate: bool = Tr
 
 def load_hub_dataset(repo_id: str, *, split: str | None = None, source: str, validate: bool = True) -> TaskSet:
     """Load a task set from the Hugging Face hub (needs the optional ``datasets`` package and network access)."""
-    try:
-        import datasets  # type: ignore[import-not-found]
-    except ImportError as exc:
-        raise TaskError(
-            f"loading {repo_id} from the hub needs the 'datasets' package: pip install 'cuda-agent[hub]'"
-        ) from exc
-    try:
-        data = datasets.load_dataset(repo_id, split=split)
-    except Exception as exc:
-        raise TaskError(f"{repo_id}: could not load from the hub ({type(exc).__name__}: {exc}); "
-                        "download it and pass the local file instead") from exc
-    if isinstance(data, datasets.DatasetDict):
-        merged = TaskSet(())
-        for split_name in sorted(data):
-            merged = merged.merge(load_rows(data[split_name], source=source, origin=f"{repo_id}:{split_name}",
-                                            validate=validate))
-        return merged
-    return load_rows(data, source=source, origin=repo_id, validate=validate)
+    merged = TaskSet(())
+    for split_name, rows in download_splits(repo_id, split).items():
+        origin = repo_id if split else f"{repo_id}:{split_name}"
+        merged = merged.merge(load_rows(rows, source=source, origin=origin, validate=validate))
+    return merged
 
 
 def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
@@ -207,14 +196,15 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
 
     - a folder with ``level1/`` ...: KernelBench; another folder or a ``.py`` file: the user's own tasks
     - a ``.parquet`` file: CUDA-Agent-Ops-6K layout
-    - ``hub:kernelbench`` / ``hub:ops6k`` / ``hub:<repo id>``: the Hugging Face hub
+    - ``hub:kernelbench`` / ``hub:ops6k``: the hub's copy, fetched into the cache once (`cuda_agent.tasks.hub`);
+      ``hub:<repo id>``: any hub dataset with a ``code`` column
     """
     if spec.startswith("hub:"):
         name = spec[4:]
         if name in {"kernelbench", KERNELBENCH_HUB_ID}:
-            return load_hub_dataset(KERNELBENCH_HUB_ID, source="kernelbench-hf", validate=validate)
+            return load_kernelbench_dir(fetch_kernelbench().path, validate=validate)
         if name in {"ops6k", OPS6K_HUB_ID}:
-            return load_hub_dataset(OPS6K_HUB_ID, split="train", source="ops6k", validate=validate)
+            return load_parquet(fetch_ops6k().path, validate=validate)
         return load_hub_dataset(name, source="hub", validate=validate)
     path = Path(spec)
     if path.suffix == ".parquet":
@@ -224,7 +214,7 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
 
 def resolve_task(spec: str) -> Task:
     """One task from what a user types: a task file path, or a KernelBench id (``L1/19_ReLU``, ``level1/19_ReLU``,
-    ``L1/19``) looked up in the KernelBench folder (``$CUDA_AGENT_KERNELBENCH`` or ``../shared/kernelbench``).
+    ``L1/19``) looked up in the KernelBench folder (see `cuda_agent.testing.kernelbench_root`).
 
     Only the syntax is checked here: the task is about to be evaluated, and the evaluator runs it in its own
     isolated process, which reports a task that fails as clearly as a dry run would."""
@@ -238,7 +228,8 @@ def resolve_task(spec: str) -> Task:
 
     root = kernelbench_root()
     if root is None:
-        raise TaskError(f"{spec}: no KernelBench folder found; set CUDA_AGENT_KERNELBENCH to a folder with level1/ ...")
+        raise TaskError(f"{spec}: no KernelBench folder found; set CUDA_AGENT_KERNELBENCH to a folder with level1/ "
+                        "..., or download it with: cuda-agent data fetch kernelbench")
     level, number = int(match.group(1)), match.group(2)
     hits = sorted((root / f"level{level}").glob(f"{number}_*.py"))
     if not hits:
