@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+from cuda_agent.evaluator.isolation import KILL_GRACE_S
 
 from evalcases import cpu_cases
 
@@ -62,7 +63,8 @@ def test_hang_is_killed_at_the_limit_and_leaves_no_process() -> None:
     result = evaluate(case.load_task(), case.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=15))
     elapsed = time.perf_counter() - start
     assert result.stage == "timeout", (result.stage, result.reason)
-    assert elapsed < 15 + 5, elapsed  # the limit is the limit (plus the documented kill grace)
+    # the limit is the limit, plus the documented kill grace (and slack for a loaded 2-core CI machine)
+    assert elapsed < 15 + KILL_GRACE_S + 10, elapsed
     time.sleep(0.5)
     assert set(_candidate_processes()) <= before
 
