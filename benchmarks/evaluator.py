@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         honest = honest_entries()
         adversarial = adversarial_entries()
         if args.previous is not None:
-            kept = {r["case"]: r for r in json.loads(args.previous.read_text()).get("extra", {}).get("cases", [])
+            kept = {r["case"]: r for r in json.loads(args.previous.read_text()).get("details", {}).get("cases", [])
                     if r.get("ok")}
             run.rows.extend(kept.values())
             honest = [e for e in honest if e.label not in kept]
