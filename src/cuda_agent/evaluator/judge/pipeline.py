@@ -191,9 +191,10 @@ class Evaluation:
         session = Session(proc=proc, config=config, device=self.device, module=module, ref_model=ref_model,
                           fp32=fp32, deadline=self.deadline, state=state, seed=self.seed,
                           constant_output=constant)
+        self.processes = {"judge": os.getpid(), "candidate_group": proc.pgid, "sandboxed": sandboxed}
         try:
             proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
-            self.processes = {"judge": os.getpid(), "candidate": proc.pid, "sandboxed": sandboxed}
+            self.processes["candidate"] = proc.pid
             clock.start("calibration")
             sets = [session.buffers_for(probe_inputs) for _ in range(measure.timing_set_count(probe_inputs,
                                                                                                 self.device))]
