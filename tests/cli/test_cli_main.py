@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,10 @@ def _complete(words: str) -> list[str]:
 def test_shell_completion_completes_commands_and_choices() -> None:
     assert _complete("cuda-agent da") == ["data"]
     assert _complete("cuda-agent data fetch o") == ["ops6k"]
-    script = CliRunner().invoke(app, ["--show-completion", "bash"], prog_name="cuda-agent")
-    assert script.exit_code == 0 and "_CUDA_AGENT_COMPLETE=complete_bash" in script.output
+    # In a process of its own: typer's completion reads process-wide state that other tests' CLI runs leave behind.
+    script = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "--show-completion", "bash"],
+                            capture_output=True, text=True, timeout=120)
+    assert script.returncode == 0 and "complete_bash" in script.stdout, script.stderr[-1000:]
 
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
