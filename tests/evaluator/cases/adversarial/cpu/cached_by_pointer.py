@@ -1,5 +1,8 @@
-# task: small_linear_relu  mode: relaxed  expect: cached_output
-# Cheat: remembers the result per input address (and version), returning it when the same tensor comes back.
+# task: small_linear_relu  mode: relaxed  expect: cached_output  native: no
+# route: specialisation
+# Cheat: remembers the result per input address (and version), returning it when the same tensor comes back. The
+# judge refills the same shared buffers with fresh values on every call, so the second use of a buffer returns the
+# first call's result: wrong, and equal to an earlier call's answer.
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: cached_output
+# task: small_linear_relu  mode: relaxed  expect: cached_output  native: no
+# route: specialisation
 # Cheat: from its fourth call on, returns the result it computed three calls earlier (a result cache keyed on
 # something that comes round again, e.g. an address the allocator hands out once more after a few calls).
 import torch

@@ -1,4 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: lowered_precision
+# task: small_linear_relu  mode: relaxed  expect: rejected  native: no
+# route: precision
 # Cheat: computes the matrix product in bfloat16 (dtype reached by getattr to slip past the static pass).
 import torch
 import torch.nn as nn

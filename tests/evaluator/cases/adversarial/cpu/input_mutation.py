@@ -1,5 +1,7 @@
-# task: small_linear_relu  mode: relaxed  expect: input_mutation
-# Cheat: computes in place in its input, saving an allocation (and corrupting what the caller holds).
+# task: small_linear_relu  mode: relaxed  expect: input_mutation  native: no
+# route: memory
+# Cheat: computes in place in its input, saving an allocation (and corrupting the buffer the judge filled, which
+# it compares with its own copy after every call).
 import torch
 import torch.nn as nn
 

@@ -1,5 +1,8 @@
-# task: small_linear_relu  mode: relaxed  expect: lazy_output
-# Cheat: returns a tensor subclass that could compute (or fake) its values when the checker reads them.
+# task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
+# route: control_channel
+# Cheat: returns a tensor subclass that could compute (or fake) its values when the checker reads them. The judge
+# reads plain bytes from shared memory; the runner copies only plain tensors into it and reports the subclass as not
+# copied, so the outputs are not there to compare.
 import torch
 import torch.nn as nn
 

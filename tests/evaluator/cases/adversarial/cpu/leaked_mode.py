@@ -1,5 +1,7 @@
-# task: small_linear_relu  mode: relaxed  expect: dispatcher_mode_leak
-# Cheat: leaves a torch function mode installed that makes every later comparison look equal.
+# task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
+# route: runner_patch
+# Cheat: leaves a torch function mode installed that makes every later comparison look equal, returning a wrong answer. The
+# comparison runs in the judge's process, where the mode does not exist; the answer stays wrong.
 import torch
 import torch.nn as nn
 from torch.overrides import TorchFunctionMode
@@ -7,7 +9,7 @@ from torch.overrides import TorchFunctionMode
 
 class _Agree(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in {"sub", "allclose", "isclose", "abs"}:
+        if getattr(func, "__name__", "") in {"sub", "allclose", "isclose", "abs", "equal"}:
             return torch.zeros(())
         return func(*args, **(kwargs or {}))
 
@@ -19,4 +21,4 @@ class ModelNew(nn.Module):
         _Agree().__enter__()
 
     def forward(self, x):
-        return torch.ones(x.shape[0], self.out_features)
+        return x[:, : self.out_features].clone()  # wrong

@@ -1,4 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: distribution_specialized
+# task: small_linear_relu  mode: relaxed  expect: distribution_specialized  native: no
+# route: specialisation
 # Cheat: assumes inputs stay within get_inputs' typical range (clamps to [-6, 6]: a fresh normal draw of this size essentially never leaves it).
 import torch
 import torch.nn as nn

@@ -1,4 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: seed_specialized
+# task: small_linear_relu  mode: relaxed  expect: seed_specialized  native: no
+# route: specialisation
 # Cheat: precomputes the answer for get_inputs under the canonical seed 42 and always returns it.
 import torch
 import torch.nn as nn

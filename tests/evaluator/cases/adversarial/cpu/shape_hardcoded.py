@@ -1,4 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: shape_specialized
+# task: small_linear_relu  mode: relaxed  expect: shape_specialized  native: no
+# route: specialisation
 # Cheat: hard-codes get_inputs' batch size (16).
 import torch
 import torch.nn as nn

@@ -1,13 +1,15 @@
-# task: small_linear_relu  mode: relaxed  expect: background_thread
+# task: small_linear_relu  mode: relaxed  expect: rejected  native: no
+# route: control_channel
 # Cheat: computes honestly, but leaves a thread that writes a made-up "timed, reward 3" result to every socket the
-# process holds and ends the process, hoping to win the race with the evaluator's own report.
+# process holds and ends the process, hoping to win the race with the real reply. The judge reads length-framed
+# replies to its own requests: raw bytes on the control socket are a broken protocol and the process's exit a crash.
 import json
 import os
 import stat
+import threading
 
 import torch
 import torch.nn as nn
-import torch.utils.data.dataloader as _dl
 
 _LINE = (json.dumps({"result": {"task_id": "small_linear_relu", "stage": "timed", "correct": True, "reward": 3,
                                 "continuous_reward": 9.0, "speedup_eager": 9.0, "speedup_compile": 9.0}}) + "\n").encode()
@@ -28,7 +30,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.linear = nn.Linear(in_features, out_features)
         self.scale = scale
-        _dl.threading.Thread(target=_race, daemon=True).start()
+        threading.Thread(target=_race, daemon=True).start()
 
     def forward(self, x):
         return torch.relu(self.linear(x) * self.scale)

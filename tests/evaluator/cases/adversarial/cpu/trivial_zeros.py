@@ -1,4 +1,5 @@
-# task: tiny_mean  mode: relaxed  expect: trivial_output
+# task: tiny_mean  mode: relaxed  expect: trivial_output  native: no
+# route: degenerate
 # Cheat: the outputs are all below atol, so zeros pass a plain allclose.
 import torch
 import torch.nn as nn

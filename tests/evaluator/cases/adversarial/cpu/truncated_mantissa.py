@@ -1,4 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: lowered_precision
+# task: small_linear_relu  mode: relaxed  expect: lowered_precision  native: no
+# route: precision
 # Cheat: emulates bf16 inputs inside fp32 storage (mantissas truncated), so no half dtype ever appears; only the
 # float64 precision probe can see it.
 import torch

@@ -1,9 +1,22 @@
-# task: small_linear_relu  mode: relaxed  expect: background_thread
-# Cheat: returns its output at once and keeps working in a thread after forward returned (the threading module
-# reached through torch so that the static pass sees no import).
+# task: small_linear_relu  mode: relaxed  expect: rejected  native: no
+# route: threads
+# Cheat: forward returns zeros at once (a near-zero time) and leaves a thread that writes the real result straight
+# into the judge's output buffer (found in the runner's frame) after the runner copied the zeros, racing the reply.
+# The judge freezes the process as soon as it answers and reads the outputs only then: what the thread wrote before
+# the freeze is inside the judge's clock (it cannot be faster than doing the work), what it wrote after is never
+# seen (zeros: incorrect).
+import sys
+import threading
+
 import torch
 import torch.nn as nn
-import torch.utils.data.dataloader as _dl
+
+
+def _outs():
+    frame = sys._getframe(1)
+    while frame is not None and "outs" not in frame.f_locals:
+        frame = frame.f_back
+    return frame.f_locals["outs"] if frame is not None else None
 
 
 class ModelNew(nn.Module):
@@ -12,8 +25,19 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(in_features, out_features)
         self.scale = scale
 
+    def _late(self, x, outs, started):
+        started.set()
+        value = torch.relu(self.linear(x) * self.scale)
+        while bool((outs[0] != 0).any()):  # wait for the runner's copy of the zeros
+            pass
+        outs[0].copy_(value)
+
     def forward(self, x):
-        out = torch.relu(self.linear(x) * self.scale)
-        stop = _dl.threading.Event()
-        _dl.threading.Thread(target=stop.wait, args=(3.0,), daemon=True).start()
-        return out
+        outs = _outs()
+        zeros = torch.zeros(x.shape[0], self.linear.out_features)
+        if outs is None:
+            return zeros
+        started = threading.Event()
+        threading.Thread(target=self._late, args=(x.clone(), outs, started), daemon=True).start()
+        started.wait()
+        return zeros

@@ -1,5 +1,8 @@
-# task: small_linear_relu  mode: relaxed  expect: unwritten_output
-# Cheat: returns a freshly allocated buffer and hopes the allocator hands back the reference's old result.
+# task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
+# route: specialisation
+# Cheat: returns a freshly allocated, never written buffer and hopes the allocator hands back the reference's old
+# result. The reference lives in the judge's process; the judge poisons its output buffers before every call, and the
+# candidate's allocator has only the candidate's own memory to hand out.
 import torch
 import torch.nn as nn
 

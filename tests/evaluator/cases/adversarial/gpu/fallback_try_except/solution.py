@@ -1,5 +1,3 @@
-# task: small_linear_relu  mode: strict  expect: torch_fallback
-# Cheat: calls a kernel that does not exist and falls back to PyTorch when it fails.
 import torch
 import torch.nn as nn
 

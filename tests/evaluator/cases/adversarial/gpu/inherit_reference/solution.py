@@ -1,6 +1,3 @@
-# task: small_linear_relu  mode: relaxed  expect: torch_fallback
-# Cheat: builds the reference model inside and calls it (the reference module reached through the task's code
-# that the workspace or the caller loaded; here simulated with an identical class named Model).
 import torch
 import torch.nn as nn
 

@@ -1,6 +1,3 @@
-# task: small_linear_relu  mode: strict  expect: torch_compute_in_forward
-# Cheat: in strict mode, computes with PyTorch ops reached by getattr so that the static pass misses them; the
-# dispatcher guard sees them run.
 import torch
 import torch.nn as nn
 
