@@ -29,9 +29,11 @@ import secrets as _secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from cuda_agent.evaluator import EvalResult
+import pytest
+
+from cuda_agent.evaluator import EvalResult, WarmWorker
 from cuda_agent.evaluator.result import STAGES
 from cuda_agent.evaluator.rules import RULES
 from cuda_agent.workspace import create_workspace
@@ -229,6 +231,38 @@ def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
 def remove_secrets(secrets: Secrets) -> None:
     shutil.rmtree(secrets.root, ignore_errors=True)
     shutil.rmtree(HOST_TMP_SECRET.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def secrets() -> Iterator[Secrets]:
+    """Secrets planted for the module's cases (import this fixture into a test module to use it)."""
+    planted = plant_secrets()
+    yield planted
+    remove_secrets(planted)
+
+
+@pytest.fixture(scope="module")
+def adversary_worker(secrets: Secrets) -> Iterator[WarmWorker]:
+    """A warm worker whose whole environment (the server's, every judge's) holds the secrets."""
+    with WarmWorker(env=secrets.env) as worker:
+        yield worker
+
+
+def case_param(case: AdversarialCase) -> Any:
+    """The case as a pytest parameter; a known hole is xfail (strict, except timing holes, whose margins are
+    milliseconds and depend on the machine's load)."""
+    marks = [pytest.mark.xfail(reason=f"known hole: {case.hole}", strict=case.route != "timing")] if case.hole else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
+def assert_blocked(case: AdversarialCase, result: EvalResult, secrets: Secrets) -> None:
+    """Rejected, with the expected rule or stage, leaking and changing none of the secrets."""
+    outcome = judge(case, result, secrets)
+    context = (outcome.describe(), result.reason[:1500], result.notes, result.log[-1500:])
+    assert not outcome.leaked, context
+    assert not outcome.tampered, context
+    assert outcome.rejected, context
+    assert outcome.matched, context
 
 
 # -- verdicts and counts ------------------------------------------------------------------------------------------

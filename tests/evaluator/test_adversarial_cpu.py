@@ -1,42 +1,20 @@
 """The adversarial corpus on a CPU (tests/evaluator/cases/adversarial/cpu): every cheat is rejected (reward -1, with
 the rule or stage its header names), leaks none of the secrets planted for it (host files, the judge's environment,
 the caches, another workspace) and changes none of them. Real evaluations through a warm worker whose environment
-holds the secrets. Known holes are xfail(strict) with the hole's description, so that fixing one shows up."""
+holds the secrets. Known holes are xfail with the hole's description, so that fixing one shows up."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
 
-from adversarial_corpus import (AdversarialCase, Secrets, adversarial_cases, judge, known_rule_or_stage,
-                                plant_secrets, remove_secrets)
+from adversarial_corpus import (AdversarialCase, Secrets, adversarial_cases, adversary_worker,  # noqa: F401
+                                assert_blocked, case_param, known_rule_or_stage, secrets)
 
 CASES = adversarial_cases("cpu")
 ALL_CASES = adversarial_cases()
-
-
-def _param(case: AdversarialCase) -> object:
-    # A timing hole depends on the machine's load (its margins are milliseconds): not strict there.
-    strict = case.route != "timing"
-    marks = [pytest.mark.xfail(reason=f"known hole: {case.hole}", strict=strict)] if case.hole else []
-    return pytest.param(case, id=case.name, marks=marks)
-
-
-@pytest.fixture(scope="module")
-def secrets() -> Iterator[Secrets]:
-    planted = plant_secrets()
-    yield planted
-    remove_secrets(planted)
-
-
-@pytest.fixture(scope="module")
-def adversary_worker(secrets: Secrets) -> Iterator[WarmWorker]:
-    """A warm worker whose whole environment (the server's, every judge's) holds the secrets."""
-    with WarmWorker(env=secrets.env) as worker:
-        yield worker
 
 
 def cpu_config(case: AdversarialCase, baselines: Path) -> EvalConfig:
@@ -46,18 +24,14 @@ def cpu_config(case: AdversarialCase, baselines: Path) -> EvalConfig:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
-def test_adversarial_case_is_rejected(case: AdversarialCase, adversary_worker: WarmWorker, secrets: Secrets,
-                                      tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.mark.parametrize("case", [case_param(c) for c in CASES])
+def test_adversarial_case_is_rejected(case: AdversarialCase, adversary_worker: WarmWorker,  # noqa: F811
+                                      secrets: Secrets, tmp_path: Path,  # noqa: F811
+                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     baselines = tmp_path_factory.getbasetemp() / "adversarial-baselines"
     result = evaluate(case.load_task(), case.materialise(tmp_path), cpu_config(case, baselines),
                       worker=adversary_worker, env=secrets.env)
-    outcome = judge(case, result, secrets)
-    context = (outcome.describe(), result.reason[:1500], result.notes, result.log[-1500:])
-    assert not outcome.leaked, context
-    assert not outcome.tampered, context
-    assert outcome.rejected, context
-    assert outcome.matched, context
+    assert_blocked(case, result, secrets)
     assert adversary_worker.alive
 
 
@@ -69,7 +43,7 @@ def test_catalogue() -> None:
     for case in ALL_CASES:
         assert known_rule_or_stage(case.expect), case.name
         if case.path.is_dir():
-            assert (case.path / "solution.py").is_file() or (case.path / "model_new.py").is_symlink() or \
-                (case.path / "model_new.py").is_file(), case.name
-    native_cpu = [c for c in CASES if c.native and c.single_file]
-    assert len(native_cpu) <= 6, "each CPU load_inline build takes about a minute here; put more in gpu/"
+            entry = case.path / ("solution.py" if case.single_file else "model_new.py")
+            assert entry.is_file() or entry.is_symlink(), case.name
+    native_builds = [c for c in CASES if c.native and c.single_file]
+    assert len(native_builds) <= 6, "each CPU load_inline build takes about a minute: put more native cases in gpu/"

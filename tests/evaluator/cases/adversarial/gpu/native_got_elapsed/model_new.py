@@ -1,0 +1,11 @@
+import torch
+import torch.nn as nn
+from binding import ops
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        ops.fused(x, out)
+        return out
