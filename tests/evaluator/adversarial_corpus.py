@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator
 
 import pytest
 
-from cuda_agent.evaluator import EvalResult, WarmWorker
+from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker
 from cuda_agent.evaluator.result import STAGES
 from cuda_agent.evaluator.rules import RULES
 from cuda_agent.workspace import create_workspace
@@ -124,6 +124,18 @@ class AdversarialCase:
             else:
                 shutil.copyfile(src, dst)
         return ws.root
+
+
+def eval_config(case: AdversarialCase, baselines: Path | None = None) -> EvalConfig:
+    """How the tests and the benchmark evaluate a case: on the CPU with the drift re-timing off (on a shared CPU it
+    would re-measure the baselines every time), on the GPU as the GPU case tests do; logs kept whole (a leak must
+    not hide in a trimmed middle)."""
+    if case.device == "cpu":
+        return EvalConfig(mode=case.mode, device="cpu", profile=case.profiled, timeout_s=300,
+                          baseline_cache_dir=str(baselines) if baselines else None, baseline_drift_limit=0.0,
+                          max_log_chars=20000)
+    return EvalConfig(mode=case.mode, profile=case.profiled, reps=20, warmup=3, timeout_s=600, max_log_chars=20000,
+                      baseline_cache_dir=str(baselines) if baselines else None)
 
 
 def parse_header(text: str) -> dict[str, str] | None:

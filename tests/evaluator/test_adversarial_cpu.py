@@ -8,19 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+from cuda_agent.evaluator import WarmWorker, evaluate
 
 from adversarial_corpus import (AdversarialCase, Secrets, adversarial_cases, adversary_worker,  # noqa: F401
-                                assert_blocked, case_param, known_rule_or_stage, secrets)
+                                assert_blocked, case_param, eval_config, known_rule_or_stage, secrets)
 
 CASES = adversarial_cases("cpu")
 ALL_CASES = adversarial_cases()
-
-
-def cpu_config(case: AdversarialCase, baselines: Path) -> EvalConfig:
-    # baseline_drift_limit 0: no re-timing of eager PyTorch (on a shared CPU it re-measures the baselines every time)
-    return EvalConfig(mode=case.mode, device="cpu", profile=case.profiled, timeout_s=300,
-                      baseline_cache_dir=str(baselines), baseline_drift_limit=0.0, max_log_chars=20000)
 
 
 @pytest.mark.slow
@@ -29,7 +23,7 @@ def test_adversarial_case_is_rejected(case: AdversarialCase, adversary_worker: W
                                       secrets: Secrets, tmp_path: Path,  # noqa: F811
                                       tmp_path_factory: pytest.TempPathFactory) -> None:
     baselines = tmp_path_factory.getbasetemp() / "adversarial-baselines"
-    result = evaluate(case.load_task(), case.materialise(tmp_path), cpu_config(case, baselines),
+    result = evaluate(case.load_task(), case.materialise(tmp_path), eval_config(case, baselines),
                       worker=adversary_worker, env=secrets.env)
     assert_blocked(case, result, secrets)
     assert adversary_worker.alive

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+from cuda_agent.evaluator import WarmWorker, evaluate
 
 from adversarial_corpus import (AdversarialCase, Secrets, adversarial_cases, adversary_worker,  # noqa: F401
-                                assert_blocked, case_param, secrets)
+                                assert_blocked, case_param, eval_config, secrets)
 
 CASES = adversarial_cases("gpu")
 
@@ -22,9 +22,7 @@ CASES = adversarial_cases("gpu")
 @pytest.mark.parametrize("case", [case_param(c) for c in CASES])
 def test_adversarial_gpu_case_is_rejected(case: AdversarialCase, adversary_worker: WarmWorker,  # noqa: F811
                                           secrets: Secrets, tmp_path: Path) -> None:  # noqa: F811
-    config = EvalConfig(mode=case.mode, profile=case.profiled, reps=20, warmup=3, timeout_s=600,
-                        max_log_chars=20000)
-    result = evaluate(case.load_task(), case.materialise(tmp_path), config, worker=adversary_worker,
+    result = evaluate(case.load_task(), case.materialise(tmp_path), eval_config(case), worker=adversary_worker,
                       env=secrets.env)
     assert_blocked(case, result, secrets)
     assert adversary_worker.alive

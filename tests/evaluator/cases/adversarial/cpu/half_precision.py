@@ -1,6 +1,8 @@
 # task: small_linear_relu  mode: relaxed  expect: rejected  native: no
 # route: precision
 # Cheat: computes the matrix product in bfloat16 (dtype reached by getattr to slip past the static pass).
+# Rejected by whichever probe sees it first: the inputs scaled by 10 (bf16's error there exceeds the tolerance,
+# distribution_specialized) or the float64 precision probe after the loop (lowered_precision).
 import torch
 import torch.nn as nn
 

@@ -1,7 +1,9 @@
-# task: small_linear_relu  mode: relaxed  expect: lowered_precision  native: no
+# task: small_linear_relu  mode: relaxed  expect: rejected  native: no
 # route: precision
-# Cheat: emulates bf16 inputs inside fp32 storage (mantissas truncated), so no half dtype ever appears; only the
-# float64 precision probe can see it.
+# Cheat: emulates bf16 inputs inside fp32 storage (mantissas truncated), so no half dtype ever appears (a dtype
+# check would see nothing).
+# Rejected by whichever probe sees it first: the inputs scaled by 10 (distribution_specialized) or the float64
+# precision probe after the loop (lowered_precision).
 import torch
 import torch.nn as nn
 

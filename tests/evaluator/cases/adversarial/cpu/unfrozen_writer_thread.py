@@ -3,8 +3,10 @@
 # Cheat: forward returns zeros at once (a near-zero time) and leaves a thread that writes the real result straight
 # into the judge's output buffer (found in the runner's frame) after the runner copied the zeros, racing the reply.
 # The judge freezes the process as soon as it answers and reads the outputs only then: what the thread wrote before
-# the freeze is inside the judge's clock (it cannot be faster than doing the work), what it wrote after is never
-# seen (zeros: incorrect).
+# the freeze counts, what it wrote after is never seen. The race is sometimes won (between the reply and the freeze
+# the thread still runs: on a CPU that has been seen to land the write for the canonical-seed call, which then fires
+# seed_specialized), never on every call, so the cheat is rejected; the window is why the judge's clock should stop
+# when the freeze has taken effect.
 import sys
 import threading
 
