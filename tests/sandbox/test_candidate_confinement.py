@@ -49,14 +49,14 @@ def read(path):
 
 
 def environments():
-    found = dict(os.environ)
+    found = [k + "=" + v for k, v in os.environ.items()]
     for path in glob.glob("/proc/*/environ"):
         try:
             with open(path, "rb") as fh:
-                found[path] = fh.read().decode(errors="replace")
+                found += [path + ": " + item for item in fh.read().decode(errors="replace").split("\0")]
         except OSError:
             pass
-    return [k + "=" + v for k, v in found.items() if TARGETS["token"] in v or TARGETS["token"] in k]
+    return [item for item in found if TARGETS["token"] in item]
 
 
 def listing(folder):
