@@ -223,7 +223,7 @@ def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
     """Plant a fresh token: ``root``/secret.txt, the host's /tmp, the baseline and build caches under
     ``root``/cache (the cache the judge uses through ``Secrets.env``), another workspace's model_new.py."""
     token = TOKEN_PREFIX + _secrets.token_hex(12)
-    secrets = Secrets(token, root)
+    planted = Secrets(token, root)
     plan = {
         root / "secret.txt": f"{token} (a host file the candidate must not read)\n".encode(),
         HOST_TMP_SECRET: f"{token} (the host's /tmp)\n".encode(),
@@ -235,13 +235,13 @@ def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         os.chmod(path, 0o644)
-        secrets.files[path] = content
+        planted.files[path] = content
     os.chmod(root, 0o755)
-    return secrets
+    return planted
 
 
-def remove_secrets(secrets: Secrets) -> None:
-    shutil.rmtree(secrets.root, ignore_errors=True)
+def remove_secrets(planted: Secrets) -> None:
+    shutil.rmtree(planted.root, ignore_errors=True)
     shutil.rmtree(HOST_TMP_SECRET.parent, ignore_errors=True)
 
 

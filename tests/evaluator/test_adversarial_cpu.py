@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.evaluator import WarmWorker, evaluate
+from cuda_agent.evaluator.rules import RULES
 
 from adversarial_corpus import (AdversarialCase, Secrets, adversarial_cases, adversary_worker,  # noqa: F401
                                 assert_blocked, case_param, eval_config, known_rule_or_stage, secrets)
@@ -30,8 +31,8 @@ def test_adversarial_case_is_rejected(case: AdversarialCase, adversary_worker: W
 
 
 def test_catalogue() -> None:
-    """Headers are well formed, every expectation names a real rule or stage, and the corpus is as large as issue 15
-    asks (60 cases, 10 native)."""
+    """Headers are well formed, every expectation names a real rule or stage, every rule has a case aimed at it, and
+    the corpus is as large as issue 15 asks (60 cases, 10 native)."""
     assert len(ALL_CASES) >= 60 and sum(c.native for c in ALL_CASES) >= 10
     assert len({c.name for c in ALL_CASES}) == len(ALL_CASES)
     for case in ALL_CASES:
@@ -39,5 +40,7 @@ def test_catalogue() -> None:
         if case.path.is_dir():
             entry = case.path / ("solution.py" if case.single_file else "model_new.py")
             assert entry.is_file() or entry.is_symlink(), case.name
+    named = {c.expect for c in ALL_CASES}
+    assert set(RULES) <= named, f"rules no case aims at: {sorted(set(RULES) - named)}"
     native_builds = [c for c in CASES if c.native and c.single_file]
     assert len(native_builds) <= 6, "each CPU load_inline build takes about a minute: put more native cases in gpu/"
