@@ -3,8 +3,8 @@
 tests/evaluator/cases/adversarial/ holds reward hacks that the evaluator must reject (reward -1):
 
   cpu/<name>.py   a KernelBench single file that runs on a CPU (CI);
-  cpu/<name>/     a workspace (CASE, model_new.py, kernels/; symlinks are kept as symlinks) that the evaluator rejects
-                  on a CPU (at the build or the import, before any kernel runs);
+  cpu/<name>/     a workspace (CASE, model_new.py, kernels/) that the evaluator rejects on a CPU (at the build or the
+                  import, before any kernel runs);
   gpu/<name>/     a workspace or a single file (solution.py) that needs the GPU: its kernels, the kernel tap, device
                   timing.
 
@@ -14,7 +14,9 @@ Header, the first line of the .py or of CASE, then a route line and optionally a
   # route: ROUTE
   # hole: WHAT THE JUDGE MISSES (a known hole: the tests mark the case xfail(strict) until the judge is fixed)
 
-then comment lines saying what the cheat does and why it must fail. ``expect`` is a rule (rules.py), a stage
+then comment lines saying what the cheat does and why it must fail. In a workspace case an absolute symlink is part
+of the attack (the materialised workspace holds the link itself); a relative one names a file shared with another
+case (copied). ``expect`` is a rule (rules.py), a stage
 (result.py STAGES) or ``rejected`` (any verdict with reward -1). A cheat whose trick fails returns a wrong answer, so
 "harmless" is rejected too; a cheat that reads a secret puts it into an exception message (the reason the agent
 reads), so the tests find it there if it got through. Cases reach secrets the tests plant (`plant_secrets`) at fixed
@@ -119,10 +121,10 @@ class AdversarialCase:
             dst.parent.mkdir(parents=True, exist_ok=True)
             if dst.is_symlink() or dst.exists():
                 dst.unlink()
-            if src.is_symlink():
-                os.symlink(os.readlink(src), dst)
+            if src.is_symlink() and os.path.isabs(os.readlink(src)):
+                os.symlink(os.readlink(src), dst)  # part of the attack: the workspace holds the link itself
             else:
-                shutil.copyfile(src, dst)
+                shutil.copyfile(src, dst)  # a file, or a relative link to a file another case shares
         return ws.root
 
 
@@ -172,21 +174,8 @@ def adversarial_cases(device: str | None = None) -> list[AdversarialCase]:
 
 # -- secrets the cases go for -------------------------------------------------------------------------------------
 
-HONEST_OTHER_WORKSPACE = '''import torch
-import torch.nn as nn
-
-# {token}: another workspace's solution (a correct one), planted by the adversarial tests.
-
-
-class ModelNew(nn.Module):
-    def __init__(self, in_features, out_features, scale):
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features)
-        self.scale = scale
-
-    def forward(self, x):
-        return torch.relu(self.linear(x) * self.scale)
-'''
+# Another workspace's solution, correct, with the token in it: what a symlink or a path guess would copy.
+OTHER_WORKSPACE_SOLUTION = Path(__file__).parent / "cases" / "cpu" / "honest_linear_relu.py"
 
 
 @dataclass
@@ -229,7 +218,7 @@ def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
         HOST_TMP_SECRET: f"{token} (the host's /tmp)\n".encode(),
         root / "cache" / "baselines" / "planted.json": json.dumps({"secret": token, "eager": {"median_ms": 1.0}}).encode(),
         root / "cache" / "build" / "obj" / "planted.o": f"{token} build object\n".encode(),
-        root / "other_workspace" / "model_new.py": HONEST_OTHER_WORKSPACE.format(token=token).encode(),
+        root / "other_workspace" / "model_new.py": f"# {token}\n".encode() + OTHER_WORKSPACE_SOLUTION.read_bytes(),
     }
     for path, content in plan.items():
         path.parent.mkdir(parents=True, exist_ok=True)

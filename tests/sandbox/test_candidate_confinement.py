@@ -14,7 +14,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -24,7 +24,8 @@ from cuda_agent.sandbox import sandbox_available
 from cuda_agent.workspace import create_workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluator"))
-from adversarial_corpus import Secrets, plant_secrets, remove_secrets, resolve_task  # noqa: E402
+from adversarial_corpus import Secrets, resolve_task  # noqa: E402
+from adversarial_corpus import secrets  # noqa: E402,F401  (the fixture: secrets planted for this module)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sandbox_available("userns"), reason="needs bubblewrap")]
 
@@ -93,29 +94,22 @@ class ModelNew(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def planted() -> Iterator[Secrets]:
-    secrets = plant_secrets()
-    yield secrets
-    remove_secrets(secrets)
-
-
-@pytest.fixture(scope="module")
-def probe(planted: Secrets, tmp_path_factory: pytest.TempPathFactory) -> tuple[EvalResult, dict[str, str]]:
+def probe(secrets: Secrets, tmp_path_factory: pytest.TempPathFactory) -> tuple[EvalResult, dict[str, str]]:
     """The probe, evaluated once by a freshly spawned judge whose environment (inherited from this process's
     os.environ) holds the token."""
     targets = {
-        "token": planted.token,
-        "host_file": str(planted.root / "secret.txt"),
+        "token": secrets.token,
+        "host_file": str(secrets.root / "secret.txt"),
         "host_tmp_file": "/tmp/cuda-agent-adversarial/secret.txt",
-        "baseline_cache": str(planted.root / "cache" / "baselines"),
-        "build_cache": str(planted.root / "cache" / "build"),
-        "other_workspace": str(planted.root / "other_workspace" / "model_new.py"),
+        "baseline_cache": str(secrets.root / "cache" / "baselines"),
+        "build_cache": str(secrets.root / "cache" / "build"),
+        "other_workspace": str(secrets.root / "other_workspace" / "model_new.py"),
         "project_source": str(Path(cuda_agent.__file__).resolve().parent / "evaluator"),
     }
     solution = tmp_path_factory.mktemp("probe") / "probe.py"
     solution.write_text(PROBE.format(targets=json.dumps(targets)))
     saved = dict(os.environ)
-    os.environ.update(planted.env)
+    os.environ.update(secrets.env)
     try:
         result = evaluate(resolve_task("small_linear_relu"), solution,
                           EvalConfig(mode="relaxed", device="cpu", profile=False, timeout_s=300, max_log_chars=20000))
@@ -149,32 +143,32 @@ def test_candidate_cannot_start_processes(probe: tuple[EvalResult, dict[str, str
 
 
 @pytest.mark.xfail(strict=True, reason="known hole: the token reaches the result through /proc/1/environ")
-def test_nothing_planted_reaches_the_result(probe: tuple[EvalResult, dict[str, str]], planted: Secrets) -> None:
+def test_nothing_planted_reaches_the_result(probe: tuple[EvalResult, dict[str, str]], secrets: Secrets) -> None:
     result, _ = probe
     assert result.reward == -1
-    assert not planted.leaked(result)
-    assert not planted.tampered()
+    assert not secrets.leaked(result)
+    assert not secrets.tampered()
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
                     reason="needs nvcc")
-def test_workspace_build_cannot_include_a_host_file(planted: Secrets, tmp_path: Path) -> None:
+def test_workspace_build_cannot_include_a_host_file(secrets: Secrets, tmp_path: Path) -> None:
     task = resolve_task("small_linear_relu")
-    kernel = f'#include "cuda_agent.h"\n#include "{planted.root / "secret.txt"}"\n'
+    kernel = f'#include "cuda_agent.h"\n#include "{secrets.root / "secret.txt"}"\n'
     ws = create_workspace(task, tmp_path / "ws", solution={"kernels/leak.cu": kernel})
     result = evaluate(task, ws.root, EvalConfig(mode="relaxed", device="cpu", profile=False, timeout_s=300, arch="90",
                                                 build_cache_dir=str(tmp_path / "build-cache")))
     assert result.stage == "build_failed", (result.stage, result.reason[:1000])
     assert "secret.txt" in result.reason  # the compiler says which include it could not find ...
-    assert not planted.leaked(result)  # ... and nothing of what the file holds
+    assert not secrets.leaked(result)  # ... and nothing of what the file holds
 
 
 @pytest.mark.xfail(strict=True, reason="known hole: the judge copies model_new.py following a symlink to a host file")
-def test_workspace_symlink_cannot_bring_in_a_host_file(planted: Secrets, tmp_path: Path) -> None:
+def test_workspace_symlink_cannot_bring_in_a_host_file(secrets: Secrets, tmp_path: Path) -> None:
     task = resolve_task("small_linear_relu")
     ws = create_workspace(task, tmp_path / "ws")
     (ws.root / "model_new.py").unlink()
-    os.symlink(planted.root / "secret.txt", ws.root / "model_new.py")
+    os.symlink(secrets.root / "secret.txt", ws.root / "model_new.py")
     result = evaluate(task, ws.root, EvalConfig(mode="relaxed", device="cpu", profile=False, timeout_s=300))
     assert result.reward == -1
-    assert not planted.leaked(result)
+    assert not secrets.leaked(result)
