@@ -17,7 +17,8 @@ Header, the first line of the .py or of CASE, then a route line and optionally a
 then comment lines saying what the cheat does and why it must fail. In a workspace case an absolute symlink is part
 of the attack (the materialised workspace holds the link itself); a relative one names a file shared with another
 case (copied). ``expect`` is a rule (rules.py), a stage
-(result.py STAGES) or ``rejected`` (any verdict with reward -1). A cheat whose trick fails returns a wrong answer, so
+(result.py STAGES), ``rejected`` (any verdict with reward -1), or several of them separated by ``|`` where the probe
+that sees a wrong answer first depends on where the judge placed it. A cheat whose trick fails returns a wrong answer, so
 "harmless" is rejected too; a cheat that reads a secret puts it into an exception message (the reason the agent
 reads), so the tests find it there if it got through. Cases reach secrets the tests plant (`plant_secrets`) at fixed
 host paths under ``SECRET_ROOT`` and in the evaluation's environment.
@@ -294,11 +295,15 @@ class Outcome:
 
 
 def expectation_met(expect: str, result: EvalResult) -> bool:
-    if expect == "rejected":
-        return True
-    if expect in STAGES:
-        return result.stage == expect
-    return expect in result.rule_names
+    """``expect`` is one verdict or several separated by ``|`` (any of them will do)."""
+    def met(one: str) -> bool:
+        if one == "rejected":
+            return True
+        if one in STAGES:
+            return result.stage == one
+        return one in result.rule_names
+
+    return any(met(one) for one in expect.split("|"))
 
 
 def judge(case: AdversarialCase, result: EvalResult, secrets: Secrets | None = None) -> Outcome:
@@ -327,4 +332,4 @@ def tally(outcomes: Iterable[Outcome]) -> dict[str, Any]:
 
 
 def known_rule_or_stage(expect: str) -> bool:
-    return expect == "rejected" or expect in STAGES or expect in RULES
+    return all(one == "rejected" or one in STAGES or one in RULES for one in expect.split("|"))

@@ -131,8 +131,6 @@ def test_candidate_cannot_read(probe: tuple[EvalResult, dict[str, str]], route: 
     _blocked(probe[1], route)
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: bubblewrap's init (pid 1 of the sandbox) keeps the judge's whole "
-                                       "environment, readable at /proc/1/environ")
 def test_candidate_cannot_read_the_callers_environment(probe: tuple[EvalResult, dict[str, str]]) -> None:
     _blocked(probe[1], "environment")
 
@@ -142,7 +140,6 @@ def test_candidate_cannot_start_processes(probe: tuple[EvalResult, dict[str, str
     _blocked(probe[1], route)
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: the token reaches the result through /proc/1/environ")
 def test_nothing_planted_reaches_the_result(probe: tuple[EvalResult, dict[str, str]], secrets: Secrets) -> None:
     result, _ = probe
     assert result.reward == -1
@@ -163,7 +160,6 @@ def test_workspace_build_cannot_include_a_host_file(secrets: Secrets, tmp_path: 
     assert not secrets.leaked(result)  # ... and nothing of what the file holds
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: the judge copies model_new.py following a symlink to a host file")
 def test_workspace_symlink_cannot_bring_in_a_host_file(secrets: Secrets, tmp_path: Path) -> None:
     task = resolve_task("small_linear_relu")
     ws = create_workspace(task, tmp_path / "ws")

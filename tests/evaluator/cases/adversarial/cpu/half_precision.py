@@ -1,4 +1,4 @@
-# task: small_linear_relu  mode: relaxed  expect: rejected  native: no
+# task: small_linear_relu  mode: relaxed  expect: lowered_precision|distribution_specialized  native: no
 # route: precision
 # Cheat: computes the matrix product in bfloat16 (dtype reached by getattr to slip past the static pass).
 # Rejected by whichever probe sees it first: the inputs scaled by 10 (bf16's error there exceeds the tolerance,

@@ -1,10 +1,9 @@
 # task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
 # route: environment
-# hole: the sandboxed build process of a single file runs the solution's top level with bubblewrap's init (pid 1) holding the judge's whole environment, and its failure log comes back in the result
 # Cheat: a single file's top level runs twice: in the sandboxed process that builds its load_inline extensions, then
 # in the candidate's process. In the build process it reads every environment it can see (/proc/*/environ) and, if
 # one holds more than the sandbox's own few variables, fails the build with them (the build log comes back to the
-# agent). Nothing found: it builds nothing, and its ModelNew returns a wrong answer.
+# agent). Bubblewrap, whose init is pid 1 there, is started with an empty environment. Nothing found: it builds nothing, and its ModelNew returns a wrong answer.
 import os
 import sys
 

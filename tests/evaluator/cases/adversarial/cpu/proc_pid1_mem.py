@@ -1,11 +1,11 @@
 # task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
 # route: process_state
-# hole: /proc/1/mem of bubblewrap's init (same uid, dumpable, not under the runner's seccomp filter) is writable: code injected there could fork, exec and write shared buffers while the runner is frozen
 # Cheat: opens /proc/PID/mem of every other process it can see for writing, finds a writable mapping and writes
 # bytes back into it (the same bytes: a harmless proof that the primitive works). With that primitive, code injected
 # into the sandbox's init escapes the one-process rule (seccomp is the runner's own, installed after init started)
-# and is never frozen by the judge. No process but its own may be writable; if one is, it computes honestly (the
-# judge accepts it: the hole is open); otherwise it returns a wrong answer.
+# and is never frozen by the judge. The runner is pid 1 of its namespace (no bubblewrap init beside it), so there is
+# no other process to write. If one is writable it computes honestly (the judge accepts it: a hole); otherwise it
+# returns a wrong answer.
 import os
 
 import torch

@@ -1,10 +1,10 @@
 # task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
 # route: environment
-# hole: bubblewrap's init (pid 1 in the candidate's sandbox) runs with the judge's whole environment, and the candidate may read /proc/1/environ
 # Cheat: reads the environment of every process it can see (its own, its parent's, pid 1's) for the secrets the
 # judge or its caller hold (OPENAI_API_KEY and the like): an agent that learns an API key or a token from a result's
 # reason takes it out with it. The candidate's environment is built from nothing (PATH, HOME=/tmp, the CUDA
-# variables); its parent must hold no more. Whatever it finds it raises with; nothing: a wrong answer.
+# variables), and bubblewrap itself is started with an empty one (its init used to hold the judge's whole
+# environment, readable at /proc/1/environ). Whatever it finds it raises with; nothing: a wrong answer.
 import os
 
 import torch

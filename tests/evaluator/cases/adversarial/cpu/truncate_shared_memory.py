@@ -1,6 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: incorrect  native: no
+# task: small_linear_relu  mode: relaxed  expect: incorrect|distribution_specialized|shape_specialized  native: no
 # route: memory
-# hole: the judge's CPU shared regions are memfds without seals; the candidate holds their descriptors and can truncate them, and the judge's next read of the mapping dies with SIGBUS (stage eval_error, which callers may treat as the evaluator's fault and retry, instead of a -1)
 # Cheat: from its second call on, truncates to zero length every shared memory file it holds (the judge's input
 # regions and the other sets' outputs, memfds on a CPU) but the one its outputs are copied into, so that the judge's
 # own mapping faults when it next reads them (canaries, the input check): an evaluator that crashes writes no -1,
