@@ -251,9 +251,11 @@ def adversary_worker(secrets: Secrets) -> Iterator[WarmWorker]:
 
 
 def case_param(case: AdversarialCase) -> Any:
-    """The case as a pytest parameter; a known hole is xfail (strict, except timing holes, whose margins are
-    milliseconds and depend on the machine's load)."""
-    marks = [pytest.mark.xfail(reason=f"known hole: {case.hole}", strict=case.route != "timing")] if case.hole else []
+    """The case as a pytest parameter; a known hole is xfail: strict for CPU holes (seen here), not for timing holes
+    (their margins are milliseconds and depend on the machine's load) nor for GPU holes (found by reading the code;
+    an XPASS there says the analysis or the judge changed)."""
+    strict = case.route != "timing" and case.device == "cpu"
+    marks = [pytest.mark.xfail(reason=f"known hole: {case.hole}", strict=strict)] if case.hole else []
     return pytest.param(case, id=case.name, marks=marks)
 
 
