@@ -1,22 +1,22 @@
-"""Evaluator benchmark (GPU host, about 4 minutes): warm round trip, speedup stability, and the case catalogue.
+"""Evaluator benchmark (GPU host, one call): round trip and speedup stability, the honest corpus, the adversarial
+corpus, and the isolation facts of the run.
 
-Writes benchmarks/results/evaluator.json with:
-  roundtrip_s           median seconds of 10 warm build + verify + profile round trips (L1/19_ReLU workspace)
-  roundtrip_softmax_s   the same for 5 round trips of L1/23_Softmax, whose output is not bitwise the reference's
-  speedup_cv            coefficient of variation of the speedup vs eager over those 10 evaluations of one kernel
-  speedup_cv_uncorrected  the same for cached eager time / candidate time, i.e. without the drift correction
-                        (eager PyTorch timed again on the candidate's inputs; EvalConfig.baseline_drift_limit)
-  adversarial_total, adversarial_rejected, adversarial_as_expected, native_adversarial_total,
-  native_adversarial_rejected, host_read_attempts, host_reads_blocked
-                        the adversarial corpus (tests/evaluator/cases/adversarial, GPU and CPU cases), counted as
-                        benchmarks/adversarial.py counts it
-  honest_accepted       honest candidates accepted (GPU workspaces timed + CPU single files)
-  honest_total
+Writes benchmarks/results/evaluator.json (metrics of issue 15) and benchmarks/results/honest.json (issue 16):
+  roundtrip_s            median seconds of 10 warm round trips (L1/19_ReLU workspace, build cached)
+  roundtrip_phase_*      the median seconds of each phase of those round trips
+  speedup_cv             coefficient of variation of the speedup vs eager over those 10 evaluations of one kernel
+  adversarial_total / adversarial_rejected / native_adversarial_total / native_adversarial_rejected
+  honest_total / honest_accepted (every honest case: the corpus and the older honest cases)
+  candidate_sandboxed    1 when every evaluation of the run ran its candidate in the sandbox
+  judge_separate_process 1 when every evaluation reported a candidate process apart from the judge's
+  host_reads_blocked / host_read_attempts   from the cases that try to read host data (notes of what they found)
+  timing_cross_check_max_ratio  the largest judge-clock / reported time of the honest timed evaluations
 
-Run: PYTHONPATH=src python3 benchmarks/evaluator.py
+Run: PYTHONPATH=src python3 benchmarks/evaluator.py [--budget-s 420] [--skip PHASE ...]
 """
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import math
@@ -24,136 +24,196 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker, evaluate  # noqa: E402
 
-from adversarial import run_corpus  # noqa: E402
-from adversarial_corpus import adversarial_cases, tally  # noqa: E402
-from evalcases import cpu_cases, gpu_cases, solution_case  # noqa: E402
-from test_eval_gpu_cases import materialise  # noqa: E402
+from corpus import Entry, adversarial_entries, honest_entries  # noqa: E402
 
 log = logging.getLogger("benchmarks.evaluator")
 ROUND_TRIPS = 10
-SOFTMAX_TRIPS = 5
 
 
 def describe(result: EvalResult, wall_s: float) -> str:
-    """One evaluation on one line: wall time, stage, speedup, times, drift, verify and profile seconds, notes,
-    phase seconds."""
     phases = {k: round(v, 3) for k, v in (result.extra.get("phase_seconds") or {}).items()}
-    times = {name: round(stats.median_ms, 4) for name in ("candidate", "eager", "eager_paired")
-             if (stats := getattr(result, name)) is not None}
-    return (f"{wall_s:.2f} s: {result.stage} {result.reason[:200]}, speedup vs eager {result.speedup_eager}, "
-            f"median ms {times}, drift {result.baseline_drift}, "
-            f"verify {result.verify_seconds or 0:.2f} s, profile {result.profile_seconds or 0:.2f} s, "
-            f"sets {result.input_sets_checked}, notes {list(result.notes)}, phases {json.dumps(phases)}")
-
-
-def round_trips(task, root: Path, config: EvalConfig, worker: WarmWorker, n: int,
-                report: Callable[[str], None] = log.info):
-    """One cold evaluation (fills the build and baseline caches), then ``n`` warm ones, each described to ``report``;
-    returns (the cold result, the warm wall times, the warm results, the last result)."""
-    trips: list[float] = []
-    warm: list[EvalResult] = []
-    first = result = None
-    for i in range(n + 1):
-        t0 = time.perf_counter()
-        result = evaluate(task, root, config, worker=worker)
-        wall = time.perf_counter() - t0
-        report(f"{task.id} {'cold' if i == 0 else 'warm'} round trip {describe(result, wall)}")
-        if i == 0:
-            first = result
-            continue
-        trips.append(wall)
-        warm.append(result)
-    return first, trips, warm, result
+    cross = result.extra.get("timing_cross_check") or {}
+    return (f"{wall_s:.2f} s {result.stage} {','.join(result.rule_names)} {result.reason[:160]!r} "
+            f"cand {result.candidate.median_ms if result.candidate else None} eager "
+            f"{result.eager.median_ms if result.eager else None} s_e {result.speedup_eager} "
+            f"cross {cross.get('bound_ms')}/{cross.get('reported_ms')} phases {json.dumps(phases)}")
 
 
 def spread(values: list[float]) -> tuple[float, float]:
-    """(mean, coefficient of variation); NaN where there are too few values."""
     mean = statistics.fmean(values) if values else math.nan
     cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else math.nan
     return mean, cv
 
 
-def main() -> int:
+class Run:
+    """Evaluates entries and keeps the run's facts."""
+
+    def __init__(self, worker: WarmWorker, tmp: Path, deadline: float) -> None:
+        self.worker = worker
+        self.tmp = tmp
+        self.deadline = deadline
+        self.rows: list[dict[str, Any]] = []
+        self.sandboxed = True
+        self.separate = True
+        self.ratios: list[float] = []
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def evaluate(self, entry: Entry, **overrides: Any) -> EvalResult:
+        config = EvalConfig(**{"mode": entry.mode, "reps": 20, "warmup": 3, "timeout_s": 300,
+                               "profile": entry.honest or entry.needs_timing,
+                               **({} if entry.gpu else {"device": "cpu"}), **overrides})
+        start = time.perf_counter()
+        result = evaluate(entry.load_task(), entry.materialise(self.tmp), config, worker=self.worker)
+        wall = time.perf_counter() - start
+        self._facts(result)
+        ok = (result.reward >= 1) if entry.honest else (result.reward == -1)
+        self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native, "style":
+                          entry.styles, "expect": entry.expect, "stage": result.stage, "rules": list(result.rule_names),
+                          "reward": result.reward, "ok": ok, "speedup_eager": result.speedup_eager,
+                          "speedup_compile": result.speedup_compile, "wall_s": wall,
+                          "reason": result.reason[:400], "notes": list(result.notes)[:6]})
+        log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
+        if not ok:
+            log.info("      log: %s", result.log[-1200:].replace("\n", " | "))
+        return result
+
+    def _facts(self, result: EvalResult) -> None:
+        if any(note.startswith("UNSANDBOXED") for note in result.notes):
+            self.sandboxed = False
+        pids = result.extra.get("processes") or {}
+        if pids and (not pids.get("candidate") or pids.get("candidate") == pids.get("judge")):
+            self.separate = False
+        cross = result.extra.get("timing_cross_check") or {}
+        if result.stage == "timed" and cross.get("reported_ms"):
+            self.ratios.append(float(cross["bound_ms"]) / float(cross["reported_ms"]))
+
+    def many(self, entries: list[Entry], parallel: int, **overrides: Any) -> None:
+        """Evaluate ``entries`` (``parallel`` at once: their builds overlap; untimed when parallel)."""
+        todo = [e for e in entries]
+        if parallel <= 1:
+            for entry in todo:
+                if self.left() < 20:
+                    self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native,
+                                      "ok": None, "stage": "not run (budget)"})
+                    continue
+                self.evaluate(entry, **overrides)
+            return
+        with ThreadPoolExecutor(parallel) as pool:
+            list(pool.map(lambda e: self.evaluate(e, profile=False, **overrides), todo))
+
+
+def round_trips(run: Run, n: int) -> dict[str, Any]:
+    entry = next(e for e in honest_entries() if e.label == "honest/l1_relu_float4")
+    root = entry.materialise(run.tmp / "roundtrip")
+    config = EvalConfig(mode="strict", timeout_s=300)
+    walls, results = [], []
+    for i in range(n + 1):
+        start = time.perf_counter()
+        result = evaluate(entry.load_task(), root, config, worker=run.worker)
+        wall = time.perf_counter() - start
+        run._facts(result)
+        log.info("%s round trip %s", "cold" if i == 0 else "warm", describe(result, wall))
+        if i:
+            walls.append(wall)
+            results.append(result)
+    timed = [r for r in results if r.speedup_eager is not None]
+    _, cv = spread([r.speedup_eager for r in timed])
+    phases: dict[str, list[float]] = {}
+    for r in results:
+        for name, seconds in (r.extra.get("phase_seconds") or {}).items():
+            phases.setdefault(name, []).append(seconds)
+    out = {"roundtrip_s": statistics.median(walls), "speedup_cv": cv if math.isfinite(cv) else -1.0,
+           "roundtrip_timed": len(timed)}
+    out.update({f"roundtrip_phase_{k}_s": statistics.median(v) for k, v in phases.items()})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--budget-s", type=float, default=420.0)
+    parser.add_argument("--skip", nargs="*", default=[])
+    parser.add_argument("--parallel", type=int, default=4, help="evaluations at once in the untimed phases")
+    parser.add_argument("--untimed-honest", action="store_true",
+                        help="evaluate the honest workspaces untimed and in parallel (faster; no timing rules)")
+    parser.add_argument("--previous", type=Path, default=None,
+                        help="an earlier evaluator.json of this corpus: its cases that passed are kept, the rest run")
+    parser.add_argument("--background", action="store_true",
+                        help="run the CPU-bound phases (single-file builds, CPU cases) beside the GPU phases")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    import torch
-
-    if not torch.cuda.is_available():
-        log.error("benchmarks/evaluator.py needs a CUDA GPU")
-        return 2
     started = time.perf_counter()
-    details: dict[str, object] = {}
+    metrics: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, WarmWorker() as worker:
-        tmp_path = Path(tmp)
-        cases = {c.name: c for c in gpu_cases()}
-        relu = cases["honest_relu_l1"]
-        config = EvalConfig(mode="strict", timeout_s=300)
-        first, trips, warm, result = round_trips(relu.load_task(), materialise(relu, tmp_path / "roundtrip"),
-                                                 config, worker, ROUND_TRIPS)
-        details["roundtrip_last"] = result.to_dict()
-        timed = [r for r in warm if r.speedup_eager is not None]
-        mean, cv = spread([r.speedup_eager for r in timed])
-        _, cv_raw = spread([r.eager.median_ms / r.candidate.median_ms for r in timed])
-        details["speedups"] = [r.speedup_eager for r in timed]
-        details["baseline_drifts"] = [r.baseline_drift for r in timed]
-        # The ReLU kernel's output is bitwise the reference's, which the comparison settles in one read; a softmax
-        # kernel's is not, so its round trips time the full comparison.
-        softmax = solution_case("L1/23_Softmax")
-        _, softmax_trips, _, softmax_result = round_trips(softmax.load_task(), materialise(softmax, tmp_path / "sm"),
-                                                          config, worker, SOFTMAX_TRIPS)
-        details["roundtrip_softmax_last"] = softmax_result.to_dict()
-
-        counts = {"honest": 0, "accepted": 0}
-        outcomes: dict[str, str] = {}
-
-        def record(label: str, case: object, res: object, honest_stage: str) -> None:
-            ok = res.stage == honest_stage
-            outcomes[label] = f"{res.stage} {','.join(res.rule_names)}"
-            counts["honest"] += 1
-            counts["accepted"] += ok
-            log.info("%-28s %-4s %s %s%s", case.name, "ok" if ok else "MISS", res.stage, res.rule_names,
-                     "" if ok else f": {res.reason[:300]} {res.log[-1500:]}")
-
-        for case in gpu_cases():
-            if case.expect != "correct":
-                continue
-            ws = materialise(case, tmp_path / "cases")
-            res = evaluate(case.load_task(), ws, EvalConfig(mode=case.mode, profile=case.profiled, reps=20,
-                                                            warmup=3, timeout_s=300), worker=worker)
-            record(f"gpu/{case.name}", case, res, "timed")
-        for case in cpu_cases():
-            if case.expect != "correct":
-                continue
-            res = evaluate(case.load_task(), case.solution, EvalConfig(mode=case.mode, profile=False, device="cpu",
-                                                                       timeout_s=120), worker=worker)
-            record(f"cpu/{case.name}", case, res, "correct")
-        adversarial = run_corpus(adversarial_cases())
-        outcomes.update({f"{o.case.device}/{o.case.name}": o.describe() for o in adversarial})
-        corpus = tally(adversarial)
-        details["adversarial_not_blocked"] = corpus.pop("holes")
-        details["cases"] = outcomes
-    metrics = {
-        "roundtrip_s": statistics.median(trips),
-        "roundtrip_cold_s": first.total_seconds or 0.0,
-        "roundtrip_softmax_s": statistics.median(softmax_trips),
-        "speedup_eager_mean": mean if math.isfinite(mean) else 0.0,
-        "speedup_cv": cv if math.isfinite(cv) else -1.0,
-        "speedup_cv_uncorrected": cv_raw if math.isfinite(cv_raw) else -1.0,
-        **corpus,
-        "honest_accepted": counts["accepted"],
-        "honest_total": counts["honest"],
+        run = Run(worker, Path(tmp), started + args.budget_s)
+        if "roundtrip" not in args.skip:
+            metrics.update(round_trips(run, ROUND_TRIPS))
+        honest = honest_entries()
+        adversarial = adversarial_entries()
+        if args.previous is not None:
+            kept = {r["case"]: r for r in json.loads(args.previous.read_text()).get("details", {}).get("cases", [])
+                    if r.get("ok")}
+            run.rows.extend(kept.values())
+            honest = [e for e in honest if e.label not in kept]
+            adversarial = [e for e in adversarial if e.label not in kept]
+            log.info("kept %d passing cases from %s; running %d honest and %d adversarial", len(kept), args.previous,
+                     len(honest), len(adversarial))
+        timed_parallel = args.parallel if args.untimed_honest else 1
+        phases: list[tuple[str, Callable[[], None]]] = [
+            ("honest_workspaces", lambda: run.many([e for e in honest if not e.single_file], timed_parallel)),
+            ("adversarial_gpu", lambda: run.many([e for e in adversarial if e.gpu], 1)),
+            ("honest_single_files", lambda: run.many([e for e in honest if e.single_file], args.parallel)),
+            ("adversarial_cpu", lambda: run.many([e for e in adversarial if not e.gpu], args.parallel)),
+        ]
+        background = {"honest_single_files", "adversarial_cpu"} if args.background else set()
+        with ThreadPoolExecutor(2) as side:
+            pending = [side.submit(phase) for name, phase in phases if name in background and name not in args.skip]
+            for name, phase in phases:
+                if name in args.skip or name in background:
+                    continue
+                log.info("=== %s (%.0f s left)", name, run.left())
+                phase()
+            for future in pending:
+                future.result()
+    rows = run.rows
+    done = [r for r in rows if r.get("ok") is not None]
+    adv = [r for r in done if not r["honest"]]
+    hon = [r for r in done if r["honest"]]
+    metrics.update({
+        "adversarial_total": len(adv), "adversarial_rejected": sum(r["ok"] for r in adv),
+        "native_adversarial_total": sum(bool(r["native"]) for r in adv),
+        "native_adversarial_rejected": sum(bool(r["native"]) and r["ok"] for r in adv),
+        "honest_total": len(hon), "honest_accepted": sum(r["ok"] for r in hon),
+        "not_run": len(rows) - len(done),
+        "candidate_sandboxed": run.sandboxed, "judge_separate_process": run.separate,
+        "timing_cross_check_max_ratio": max(run.ratios) if run.ratios else 0.0,
         "benchmark_seconds": time.perf_counter() - started,
-    }
-    path = write_result("evaluator", metrics, command="PYTHONPATH=src python3 benchmarks/evaluator.py", extra=details)
+    })
+    reads = [r for r in adv if "host_read" in (r.get("style") or ())]
+    metrics.update({"host_read_attempts": len(reads), "host_reads_blocked": sum(r["ok"] for r in reads)})
+    command = "PYTHONPATH=src python3 benchmarks/evaluator.py " + " ".join(argv or sys.argv[1:])
+    path = write_result("evaluator", metrics, command=command.strip(), extra={"cases": rows})
+    styles: dict[str, list[int]] = {}
+    for r in hon:
+        for style in r.get("style") or ("unlabelled",):
+            entry = styles.setdefault(style, [0, 0])
+            entry[0] += 1
+            entry[1] += bool(r["ok"])
+    honest_metrics = {"honest_total": len(hon), "honest_accepted": sum(r["ok"] for r in hon)}
+    write_result("honest", honest_metrics, command=command.strip(),
+                 extra={"by_style": {k: {"total": v[0], "accepted": v[1]} for k, v in sorted(styles.items())},
+                        "cases": hon, "relaxed_parity": "not measured (KernelBench's evaluator not carried)"})
     log.info("wrote %s: %s", path, metrics)
     return 0
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator breakdown large profile pool agent bench synth
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth
+# The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
+# (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +11,13 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
 export CUDA_AGENT_KERNELBENCH="${CUDA_AGENT_KERNELBENCH:-$PWD/.carry/kernelbench}"
+if ! command -v bwrap >/dev/null && [[ -z "${CUDA_AGENT_BWRAP:-}" ]]; then
+  deb=$(ls .carry/bubblewrap_*.deb 2>/dev/null | head -1)
+  if [[ -n "$deb" ]]; then
+    mkdir -p /tmp/cuda-agent-bwrap && dpkg -x "$deb" /tmp/cuda-agent-bwrap
+    export CUDA_AGENT_BWRAP=/tmp/cuda-agent-bwrap/usr/bin/bwrap
+  fi
+fi
 stages=("$@")
 (( ${#stages[@]} )) || stages=(info tests compile evaluator profile pool agent bench synth)
 summary="$OUT/summary.txt"
@@ -25,12 +34,13 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...
 
 for s in "${stages[@]}"; do
   case "$s" in
-    info) stage info 60 bash -c 'nvidia-smi; python3 -c "import torch,sys;print(sys.version, torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"; nvcc --version | tail -1; nproc' ;;
+    info) stage info 60 bash -c 'nvidia-smi; python3 -c "import torch,sys;print(sys.version, torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"; nvcc --version | tail -1; nproc; "${CUDA_AGENT_BWRAP:-bwrap}" --version' ;;
     # the evaluator's GPU cases other than hang / illegal_address run in the `evaluator` stage (benchmarks/evaluator.py)
     tests) stage tests 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests -k "not test_gpu_case or hang or illegal_address" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
     evalcases) stage evalcases 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests/evaluator/test_eval_gpu_cases.py ;;
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
-    evaluator) stage evaluator 400 python3 benchmarks/evaluator.py ;;
+    evaluator) stage evaluator 480 bash -c 'set -o pipefail; python3 benchmarks/evaluator.py ${EVALUATOR_ARGS:-} 2>&1 | grep -v "^W1" | tee "$0"' "$OUT/evaluator.log" ;;
+    degenerate) stage degenerate 200 python3 benchmarks/degenerate_tasks.py --budget-s 170 ;;
     breakdown) stage breakdown 150 python3 benchmarks/evaluator_breakdown.py --out "$OUT" ;;
     large) stage large 200 bash -c 'set -o pipefail; python3 benchmarks/evaluator_large_tasks.py 2>&1 | tee "$0"' "$OUT/large_tasks.log" ;;
     profile) stage profile 180 python3 benchmarks/profile_repeatability.py ;;

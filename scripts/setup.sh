@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# Set up cuda-agent on a fresh Debian/Ubuntu machine (root or sudo): system packages, PyTorch, the package itself.
-#   bash scripts/setup.sh          # to run cuda-agent
-#   bash scripts/setup.sh --dev    # to run the tests too (adds Ray, transformers, TRL, matplotlib, Chromium)
+# Set up cuda-agent on a fresh Debian/Ubuntu machine (root or sudo): system packages, then a virtual environment
+# in .venv, made here without the system's site-packages, holding PyTorch and the package.
+#   bash scripts/setup.sh            # to run cuda-agent: .venv/bin/cuda-agent (or `source .venv/bin/activate`)
+#   bash scripts/setup.sh --dev      # to run the tests too: .venv/bin/python -m pytest
+#   bash scripts/setup.sh --relock   # resolve the dev environment afresh and rewrite requirements/dev.lock
+# Versions come from requirements/dev.lock (pip's -c). With --dev the environment is then made to match the lock
+# exactly: anything else installed in .venv is removed, so a package installed by hand never makes the tests pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dev=0
-[[ "${1:-}" == "--dev" ]] && dev=1
+mode=run
+case "${1:-}" in
+  "") ;;
+  --dev) mode=dev ;;
+  --relock) mode=relock ;;
+  *) echo "usage: bash scripts/setup.sh [--dev | --relock]" >&2; exit 2 ;;
+esac
+
+venv=.venv
+lock=requirements/dev.lock
+torch_pin="torch==2.14.1"  # a CUDA 13.0 build, matching nvcc 13.0
+verl_pin="verl==0.9.1"
+
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "cuda-agent needs Python 3.11 or newer; python3 here is $(python3 --version 2>&1)" >&2; exit 1; }
 
 sudo_cmd=""
 [[ "$(id -u)" != 0 ]] && command -v sudo >/dev/null && sudo_cmd="sudo"
 
-# bubblewrap: the agent sandbox. Chromium: the report test renders the HTML page headless.
+# bubblewrap: the agent sandbox. python3-venv: Debian's python3 makes no virtual environment without it.
+# Chromium: the report test renders the HTML page headless.
 packages=(bubblewrap)
-(( dev )) && packages+=(chromium)
+python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+[[ $mode != run ]] && packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if (( ${#missing[@]} )) && command -v apt-get >/dev/null; then
@@ -24,14 +43,50 @@ fi
 command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || \
   echo "warning: nvcc not found; install the CUDA toolkit (13.0 here) to build kernels" >&2
 
-python3 -m pip install -q --upgrade pip
-# PyTorch first and pinned: a CUDA 13.0 build that matches nvcc 13.0.
-python3 -m pip install -q "torch==2.14.1"
-if (( dev )); then
-  python3 -m pip install -q -e ".[dev]"
-  # verl pins transformers below what we use; its agent-loop interfaces are what the tests need, not its pins
-  python3 -m pip install -q --no-deps "verl==0.9.1"
-else
-  python3 -m pip install -q -e .
+# The environment: made here, never one that sees the system's packages.
+[[ $mode == relock ]] && rm -rf "$venv"
+if [[ -e "$venv" ]] && ! grep -qx "include-system-site-packages = false" "$venv/pyvenv.cfg" 2>/dev/null; then
+  echo "$venv was not made by python3 -m venv without system packages; making it again" >&2
+  rm -rf "$venv"
 fi
-echo "cuda-agent set up: $(command -v cuda-agent)"
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+vpip() { PYTHONPATH="" "$venv/bin/python" -m pip "$@"; }
+
+pins=(-c "$lock")
+[[ $mode == relock ]] && pins=()
+vpip install -q "${pins[@]}" --upgrade pip setuptools
+if [[ $mode == run ]]; then
+  vpip install -q "${pins[@]}" "$torch_pin" -e .
+else
+  vpip install -q "${pins[@]}" "$torch_pin" -e ".[dev]"
+  # verl pins transformers below what we use; its agent-loop interfaces are what the tests need, not its pins
+  # (what that loop imports beyond them is declared in the rl extra)
+  vpip install -q "${pins[@]}" --no-deps "$verl_pin"
+fi
+
+# every distribution in .venv but our own (editable installs of anything else included), as name==version
+frozen() { vpip list --format=freeze 2>/dev/null | grep -v '^cuda-agent==' | LC_ALL=C sort; }
+if [[ $mode == relock ]]; then
+  mkdir -p "$(dirname "$lock")"
+  {
+    echo "# The dev environment, pinned (Python 3.11, Linux x86_64). Regenerate: bash scripts/setup.sh --relock"
+    echo "# scripts/setup.sh installs with -c this file; with --dev it makes .venv match it exactly."
+    frozen
+  } > "$lock"
+  echo "wrote $lock ($(grep -vc '^#' "$lock") packages)"
+elif [[ $mode == dev ]]; then
+  wanted=$(grep -v '^#' "$lock" | LC_ALL=C sort)
+  strays=$(LC_ALL=C comm -13 <(cut -d= -f1 <<<"$wanted" | LC_ALL=C sort -u) \
+                              <(frozen | cut -d= -f1 | LC_ALL=C sort -u))
+  if [[ -n "$strays" ]]; then
+    echo "removing from $venv what $lock does not list: $(echo $strays)"
+    vpip uninstall -q -y $strays
+  fi
+  if ! diff <(echo "$wanted") <(frozen) >/dev/null; then
+    echo "$venv does not match $lock (< lock, > installed):" >&2
+    diff <(echo "$wanted") <(frozen) >&2 || true
+    echo "regenerate the lock with: bash scripts/setup.sh --relock" >&2
+    exit 1
+  fi
+fi
+echo "cuda-agent set up in $venv: run $venv/bin/cuda-agent, or source $venv/bin/activate first"

@@ -47,8 +47,24 @@ class PoolError(CudaAgentError):
     """A build or GPU pool failed to accept or finish a job."""
 
 
+class RequestError(ConfigError):
+    """A request to the HTTP service is malformed: a field is missing, mistyped, out of bounds or not finite."""
+
+
 class StoreError(CudaAgentError):
     """The results store cannot be opened or written."""
+
+
+class StoreCorruptError(StoreError):
+    """The store's database is damaged: not a database, truncated, or its tables are gone."""
+
+
+class StorePermissionError(StoreError):
+    """The store's database (or its folder) cannot be read or written by this user."""
+
+
+class StoreMissingError(StoreError):
+    """The store's database is not where it should be: its folder cannot be made, or it was removed while open."""
 
 
 class EvalTimeoutError(CudaAgentError):

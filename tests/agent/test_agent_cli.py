@@ -53,6 +53,17 @@ def test_resume_needs_a_saved_run(app, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no trajectory" in result.output
 
 
+def test_out_holding_a_run_needs_resume(app, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "trajectory.jsonl").write_text('{"type": "header"}\n')
+    result = CliRunner().invoke(app, ["optimize", "--policy", "scripted", "--verify", "skip", "--out", str(out)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "already holds a run" in text and "--resume" in text, result.output
+    assert (out / "trajectory.jsonl").read_text() == '{"type": "header"}\n'
+    assert not (out / "workspace").exists()
+
+
 @pytest.mark.slow
 def test_scripted_example_run_writes_report(app, tmp_path: Path, build_cache: Path, sandbox_mode: str,
                                             monkeypatch) -> None:

@@ -39,7 +39,7 @@ def test_eval_writes_json_and_exit_codes(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["stage"] == "rule_violation" and data["reward"] == -1 and data["correct"] is False
     assert data["rules_fired"][0]["rule"] == "trivial_output"
-    assert data["input_sets_checked"] >= 5
+    assert data["input_sets_checked"] >= 1  # a rule ends the evaluation at the first call that fires it
 
 
 def test_eval_reports_a_missing_solution(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The workspace path on a CPU: protected files, a real nvcc build failure, relaxed PyTorch model_new.py accepted,
-and a model_new.py that reads the reference from the workspace caught by the audit hook."""
+and a model_new.py that reads the reference from the workspace finds nothing there (its process sees its own files
+only)."""
 from __future__ import annotations
 
 import os
@@ -62,12 +63,13 @@ def test_compile_error_is_build_failed(task, tmp_path: Path, warm_worker) -> Non
 
 
 @pytest.mark.slow
-def test_reading_the_reference_is_caught(task, tmp_path: Path, warm_worker) -> None:
+def test_the_reference_is_not_in_the_candidates_view(task, tmp_path: Path, warm_worker) -> None:
     source = HONEST.replace("import torch\n", "import os\nimport torch\n", 1) + (
         "\n_REFERENCE = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'model.py')).read()\n")
     ws = create_workspace(task, tmp_path / "ws", solution={"model_new.py": source})
     result = evaluate(task, ws.root, CFG, worker=warm_worker)
-    assert "evaluator_access" in result.rule_names, (result.stage, result.reason, result.rule_names)
+    assert result.stage == "runtime_error" and "model.py" in result.reason, (result.stage, result.reason)
+    assert "No such file" in result.reason
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import statistics
 import pytest
 import torch
 
-from cuda_agent.evaluator.timing import TimingConfig, l2_flush_bytes, patched_primitives, time_forward
+from cuda_agent.evaluator.timing import TimingConfig, l2_flush_bytes, time_forward
 
 pytestmark = pytest.mark.gpu
 
@@ -77,23 +77,6 @@ def test_work_hidden_on_a_side_stream_is_counted(mats: tuple[torch.Tensor, torch
     assert sneaky.hidden_ms > 0.5 * honest.median_ms
     assert sneaky.median_ms > 0.8 * honest.median_ms, (honest, sneaky)
 
-
-def test_patched_events_and_sync_do_not_change_the_time(
-    mats: tuple[torch.Tensor, torch.Tensor], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    a, b = mats
-    baseline = time_forward(torch.mm, [[a, b]], reps=30)
-
-    def tampering_mm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 1e-6)
-        monkeypatch.setattr(torch.cuda, "synchronize", lambda *args, **kw: None)
-        return torch.mm(x, y)
-
-    tampered = time_forward(tampering_mm, [[a, b]], reps=30)
-    assert {"torch.cuda.Event.elapsed_time", "torch.cuda.synchronize"} <= set(patched_primitives())
-    assert tampered.median_ms == pytest.approx(baseline.median_ms, rel=0.2)
-    monkeypatch.undo()
-    assert patched_primitives() == []
 
 
 def test_repeatability_of_a_speedup() -> None:

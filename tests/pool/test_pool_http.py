@@ -119,14 +119,18 @@ def test_serve_command_starts_answers_and_stops(tmp_path: Path, task: Task) -> N
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": SRC})
     try:
         assert proc.stdout is not None
-        line = ""
+        line, token = "", None
         for _ in range(50):
             line = proc.stdout.readline()
+            if line.startswith("token: "):
+                token = line.split()[1]
             if "listening on" in line or not line:
                 break
         assert "listening on http://127.0.0.1:" in line, proc.stderr.read() if proc.stderr else line
         url = line.split("listening on ", 1)[1].split()[0]
-        with PoolClient(url) as client:
+        assert token, "without --token the server makes one and prints it"
+        assert _raw(f"{url}/v1/health", token=None)[0] == 401
+        with PoolClient(url, token=token) as client:
             assert client.health()["workers"] == 3
             assert client.submit(standin_job(task)).result(timeout=60).correct
     finally:

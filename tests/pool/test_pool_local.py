@@ -151,3 +151,57 @@ def test_a_full_queue_refuses_more_jobs(task: Task) -> None:
             for i in range(3):
                 accepted.append(pool.submit(standin_job(task, tag=f"more-{i}")))
         assert all(f.result(timeout=30).correct for f in accepted)
+
+
+def test_a_job_the_worker_cannot_run_ends_with_a_reason(task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any exception while running a job (not just a dying worker) resolves it and replaces the worker."""
+    from cuda_agent.pool.worker import WorkerProcess
+
+    original, calls = WorkerProcess.run, []
+
+    def flaky(self: WorkerProcess, job: EvalJob, timeout_s: float) -> object:
+        calls.append(job.job_id)
+        if len(calls) == 1:
+            raise RuntimeError("injected failure")
+        return original(self, job, timeout_s)
+
+    monkeypatch.setattr(WorkerProcess, "run", flaky)
+    with LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.01)) as pool:
+        bad = pool.submit(standin_job(task)).result(timeout=30)
+        good = pool.submit(standin_job(task, tag="after")).result(timeout=30)
+        stats = pool.stats()
+    assert bad.stage == "eval_error" and "injected failure" in bad.reason and "replaced" in bad.reason
+    assert good.correct and stats.replaced_workers == 1 and stats.workers == 1
+
+
+def test_a_failing_slot_thread_is_replaced(task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the slot thread itself: its job ends with a reason, a new slot takes the GPU, health counts it."""
+    from cuda_agent.pool.base import JobBook
+
+    original, calls = JobBook.running, []
+
+    def broken_once(self: JobBook, delta: int) -> None:
+        calls.append(delta)
+        if len(calls) == 1:
+            raise RuntimeError("injected slot bug")
+        original(self, delta)
+
+    monkeypatch.setattr(JobBook, "running", broken_once)
+    with LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.01)) as pool:
+        bad = pool.submit(standin_job(task)).result(timeout=30)
+        good = [pool.submit(standin_job(task, tag=str(i))).result(timeout=30) for i in range(3)]
+        stats = pool.stats()
+    assert bad.stage == "eval_error" and "injected slot bug" in bad.reason
+    assert all(r.correct for r in good)
+    assert stats.workers == 1 and stats.extra["slot_failures"] == 1 and "injected slot bug" in \
+        stats.extra["last_slot_failure"]
+
+
+def test_nan_and_infinite_time_limits_are_refused_at_submit(task: Task) -> None:
+    with LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.01)) as pool:
+        for bad in (float("nan"), float("inf"), -1.0):
+            with pytest.raises(ConfigError, match="finite"):
+                pool.submit(standin_job(task, config={"timeout_s": bad}))
+            with pytest.raises(ConfigError, match="finite"):
+                standin_job(task, timeout_s=bad)
+        assert pool.submit(standin_job(task)).result(timeout=30).correct

@@ -166,6 +166,50 @@ def test_killing_the_monitor_is_recorded(workspace: Path) -> None:
     assert "monitor" in from_kinds(direct) and "monitor" in from_kinds(everyone)
 
 
+PTRACE_PROBE = r"""
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+for entry in sorted(os.listdir("/proc"), key=lambda e: (len(e), e)):
+    if not entry.isdigit():
+        continue
+    try:
+        with open(f"/proc/{entry}/cmdline", "rb") as fh:
+            cmdline = fh.read()
+    except OSError:
+        continue
+    if not cmdline.startswith(b"/opt/cuda-agent/monitor/bash\0"):
+        continue
+    pid = int(entry)
+    rc = libc.ptrace(16, pid, 0, 0)  # PTRACE_ATTACH
+    err = ctypes.get_errno()
+    if rc == 0:
+        libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+        os.kill(pid, 18)  # SIGCONT: leave it running if the attach stopped it
+    try:
+        os.open(f"/proc/{pid}/mem", os.O_RDWR)
+        mem = "opened"
+    except OSError as exc:
+        mem = errno.errorcode[exc.errno]
+    print(f"target {pid} attach={rc} errno={errno.errorcode.get(err, err)} mem={mem}")
+"""
+
+
+@pytest.mark.parametrize("identity", ["auto", "userns"])
+def test_the_monitor_shell_cannot_be_traced(workspace: Path, identity: str) -> None:
+    """Rationale: the shell that runs the command and writes the report runs as the command's user; a command that
+    could ptrace it (or write /proc/PID/mem) could forge the report or stop it. It is started from an
+    execute-only binary, so the kernel marks it not dumpable and refuses both."""
+    (workspace / "probe.py").write_text(PTRACE_PROBE)
+    with Sandbox(workspace, identity=identity, limits=SandboxLimits(timeout_s=30)) as sb:
+        r = sb.exec("python3 probe.py; echo done")
+    targets = [line for line in r.stdout.splitlines() if line.startswith("target ")]
+    assert not r.timed_out and r.stdout.rstrip().endswith("done"), r.stdout + r.stderr
+    assert targets, f"the probe found no monitor process: {r.stdout} {r.stderr}"
+    for line in targets:
+        assert "attach=-1 errno=EPERM" in line and "mem=EACCES" in line, line
+    assert "monitor" not in from_kinds(r)
+
+
 def test_violations_are_logged(workspace: Path, tmp_path: Path) -> None:
     log = tmp_path / "sandbox.jsonl"
     with Sandbox(workspace, log_path=log) as sb:

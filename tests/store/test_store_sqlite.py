@@ -130,5 +130,5 @@ def test_closed_store_and_bad_values_raise(tmp_path: Path) -> None:
 def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(StoreError, match="cannot open SQLite store"):
+    with pytest.raises(StoreError, match="opening failed: the database or its folder is missing"):
         Store.open(f"sqlite:///{blocker}/sub/store.db")

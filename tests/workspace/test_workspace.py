@@ -107,6 +107,16 @@ def test_existing_folder_is_not_clobbered(tmp_path: Path):
     folder = tmp_path / "busy"
     folder.mkdir()
     (folder / "keep.txt").write_text("mine")
-    with pytest.raises(WorkspaceError, match="not empty"):
-        create_workspace(Task(id="t", code=CODE), folder)
+    for overwrite in (False, True):
+        with pytest.raises(WorkspaceError, match="not empty and is not a workspace"):
+            create_workspace(Task(id="t", code=CODE), folder, overwrite=overwrite)
     assert (folder / "keep.txt").read_text() == "mine"
+
+
+def test_overwrite_replaces_only_a_workspace(tmp_path: Path):
+    old = create_workspace(Task(id="t", code=CODE), tmp_path / "ws")
+    old.write_solution({"kernels/old.cu": "// old"})
+    with pytest.raises(WorkspaceError, match="already holds a workspace"):
+        create_workspace(Task(id="t2", code=CODE), old.root)
+    new = create_workspace(Task(id="t2", code=CODE), old.root, overwrite=True)
+    assert new.task.id == "t2" and not (new.root / "kernels" / "old.cu").exists()

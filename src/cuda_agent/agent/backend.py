@@ -247,9 +247,9 @@ class LocalBackend:
         self._worker: Any | None = None
 
     def build(self, workspace: Path) -> BuildSummary:
-        from cuda_agent.build import build_workspace
+        from cuda_agent.build.confined import build_confined
 
-        result = build_workspace(workspace, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
+        result = build_confined(workspace, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
         return BuildSummary.from_result(result)
 
     def verify(self, task: Task, workspace: Path) -> Evaluation:

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
+from cuda_agent import procs
 from cuda_agent.errors import SandboxError
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,7 @@ class LocalRunner:
             )
         except OSError as exc:
             raise SandboxError(f"cannot start bash in {self.workspace}: {exc}") from exc
+        procs.register_group(proc.pid)
         kept = bytearray()
         dropped = [0]
 
@@ -159,21 +160,15 @@ class LocalRunner:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-        _kill_group(proc.pid)
+        procs.kill_group(proc.pid)
         proc.wait()
+        procs.unregister_group(proc.pid)
         reader.join(timeout=5)
         code = proc.returncode if not timed_out else 124
         return CommandOutput(kept.decode(errors="replace"), code, timed_out, time.monotonic() - started, dropped[0])
 
     def close(self) -> None:
         self.broker.close()
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class SandboxRunner:

@@ -17,7 +17,7 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ConfigError("report figures need matplotlib: pip install matplotlib (or pass plots=False)") from exc
+        raise ConfigError("report figures need matplotlib: pip install 'cuda-agent[bench]'") from exc
     return plt
 
 

@@ -16,7 +16,7 @@ console = Console()
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -27,7 +27,8 @@ def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional
     if spec == "kernelbench":
         root = kernelbench_root()
         if root is None:
-            raise _fail("no KernelBench folder found; pass --tasks PATH or set CUDA_AGENT_KERNELBENCH")
+            raise _fail("no KernelBench folder found; pass --tasks PATH, set CUDA_AGENT_KERNELBENCH, or download it "
+                        "with: cuda-agent data fetch kernelbench")
         spec = str(root)
     tasks = load_tasks(spec, validate=False)
     wanted = [int(x) for x in levels.split(",")] if levels else None
@@ -35,7 +36,11 @@ def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional
     if limit is not None:
         tasks = type(tasks)(tasks.tasks[:limit], tasks.failures)
     if not len(tasks):
-        raise _fail(f"no tasks selected from {spec} (levels={levels}, ids={ids})")
+        chosen = "".join(f" {flag} {value}" for flag, value in (("--levels", levels), ("--ids", ids)) if value)
+        raise _fail(f"no tasks selected from {spec}" + (f" with{chosen}" if chosen else ""))
+    if tasks.failures:
+        console.print(f"[yellow]{len(tasks.failures)} task file(s) failed to load[/yellow]; "
+                      f"`cuda-agent tasks {spec}` lists them with the reason")
     return tasks
 
 
@@ -62,12 +67,22 @@ def _summary(results: Any, faster_threshold: float) -> None:
     console.print(table)
 
 
-def _open_pool(store_url: Optional[str], gpus: Optional[str], standin: bool) -> tuple[Any, Any]:
+def _open_pool(store_url: Optional[str], gpus: Optional[str], standin: bool, *,
+               standin_flag: bool = True) -> tuple[Any, Any]:
+    """The local pool the bench commands evaluate on; without a GPU, exit naming the flags that help."""
     from cuda_agent.pool import LocalPool, StandInEvaluator
+    from cuda_agent.pool.local import detect_gpus
     from cuda_agent.store import Store
 
-    store = Store.open(store_url)
     gpu_list = gpus.split(",") if gpus else None
+    if not standin and gpu_list is None:
+        gpu_list = detect_gpus()
+        if not gpu_list:
+            help_text = "pass --gpus IDS (e.g. --gpus 0,1) to name them"
+            if standin_flag:
+                help_text += ", or --standin to exercise the pipeline on this CPU with the stand-in evaluator"
+            raise _fail(f"no GPU found here (nvidia-smi lists none and CUDA_VISIBLE_DEVICES is empty); {help_text}")
+    store = Store.open(store_url)
     if standin:
         pool = LocalPool(gpus=gpu_list or ["0"], evaluator=StandInEvaluator(), store=store)
     else:
@@ -119,7 +134,7 @@ def register(app: typer.Typer) -> None:
                 factory = lambda task: OpenAIPolicy(cfg)  # noqa: E731
             else:
                 raise _fail(f"--policy must be openai or scripted, got {policy!r}")
-            pool, _ = _open_pool(store, gpus, standin=False)
+            pool, _ = _open_pool(store, gpus, standin=False, standin_flag=False)
         except CudaAgentError as exc:
             raise _fail(str(exc)) from exc
         try:
@@ -149,13 +164,13 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("bench-offline"), help="Where results.json and the report go."),
         levels: Optional[str] = typer.Option(None, help="Comma-separated levels."),
         ids: Optional[str] = typer.Option(None, help="Comma-separated task ids or patterns."),
-        only_solved: bool = typer.Option(False, help="Score only tasks that have a solution (default: every "
+        only_solved: bool = typer.Option(False, "--only-solved", help="Score only tasks that have a solution (default: every "
                                          "selected task; those without one count as failures)."),
         run_id: Optional[str] = typer.Option(None, help="Run id in the store (default: from the solutions folder; "
                                              "the same id resumes; give a new one after changing solutions)."),
         store: Optional[str] = typer.Option(None, help="Store URL (default: ~/.cache/cuda-agent/store.db)."),
         gpus: Optional[str] = typer.Option(None, help="GPU ids for the pool (default: all)."),
-        standin: bool = typer.Option(False, help="Use the stand-in evaluator (no GPU; exercises the pipeline)."),
+        standin: bool = typer.Option(False, "--standin", help="Use the stand-in evaluator (no GPU; exercises the pipeline)."),
         mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed (KernelBench's rules)."),
         name: Optional[str] = typer.Option(None, help="Name shown in the report."),
         faster_threshold: float = typer.Option(1.05, help="'Faster' means speedup strictly above this."),
@@ -202,7 +217,7 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, help="Report folder (default: beside the results file)."),
         links: Optional[Path] = typer.Option(None, help="Folder kernel/trajectory paths are relative to."),
         faster_threshold: float = typer.Option(1.05, help="'Faster' means speedup strictly above this."),
-        no_reference: bool = typer.Option(False, help="Leave out the paper's Table 1."),
+        no_reference: bool = typer.Option(False, "--no-reference", help="Leave out the paper's Table 1."),
     ) -> None:
         """Write report.md, report.html and metrics.json from stored results (no GPU needed)."""
         from cuda_agent.bench import MetricsConfig

@@ -7,8 +7,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cuda_agent.cli._checks import finite
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.tasks import resolve_task
+
+
+MAX_TIMEOUT_S = 24 * 3600.0
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
@@ -69,23 +73,34 @@ def register(app: typer.Typer) -> None:
         mode: str = typer.Option("strict", "--mode", help="strict (custom kernels only) or relaxed."),
         json_out: Path | None = typer.Option(None, "--json", help="Write the full result as JSON here."),
         no_profile: bool = typer.Option(False, "--no-profile", help="Verify only; skip timing."),
-        tolerance: str = typer.Option("paper", "--tolerance", help="paper (1e-2) or tight."),
+        tolerance: str = typer.Option("paper", "--tolerance",
+                                      help="paper (1e-2), tight, or kernelbench (KernelBench's current 1e-4 for fp32)."),
         timeout: float = typer.Option(300.0, "--timeout", help="Seconds before the evaluation is killed."),
         device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
         breakdown: bool = typer.Option(False, "--breakdown", help="Add a per-kernel time breakdown (GPU)."),
+        unsafe_no_sandbox: bool = typer.Option(
+            False, "--unsafe-trusted-code-no-sandbox",
+            help="Run the candidate WITHOUT the sandbox (it can read your files and environment). Only for code "
+                 "you wrote yourself, on a machine where no sandbox can be made."),
     ) -> None:
-        """Verify, audit and time a solution in an isolated process; print the verdict and the reward."""
+        """Verify and time a solution (the judge and the sandboxed candidate in processes of their own); print the
+        verdict and the reward."""
         from cuda_agent.evaluator import EvalConfig, evaluate
 
         console = Console()
+        finite(timeout, "--timeout", 0.0, MAX_TIMEOUT_S, low_excluded=True)
         try:
             task_obj = resolve_task(task)
             config = EvalConfig(mode=mode, profile=not no_profile, tolerance=tolerance, timeout_s=timeout,
-                                device=device, kernel_breakdown=breakdown)
+                                device=device, kernel_breakdown=breakdown,
+                                unsandboxed_trusted_code=unsafe_no_sandbox)
+            if unsafe_no_sandbox:
+                console.print("[bold red]WARNING: --unsafe-trusted-code-no-sandbox: the candidate runs outside the "
+                              "sandbox, with your rights.[/bold red]")
             with console.status(f"evaluating {solution} on {task_obj.id} ({mode})"):
                 result = evaluate(task_obj, solution, config)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
         render(result, console)
         if json_out is not None:

@@ -11,7 +11,6 @@ app = typer.Typer(
     name="cuda-agent",
     help="Teach and run LLM agents that write CUDA kernels faster than torch.compile.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_show_locals=False,
 )
 
@@ -21,6 +20,7 @@ SUBCOMMAND_MODULES = (
     "workspace_cmds",  # build / verify / profile / submit inside a workspace, and `workspace new`
     "eval",
     "tasks",
+    "data",
     "bench",
     "serve",
     "synth",
@@ -28,12 +28,35 @@ SUBCOMMAND_MODULES = (
 )
 
 
+# Subcommands that start worker processes: they run under `cuda_agent.procs.guard` semantics (SIGTERM, SIGINT and
+# SIGHUP end every worker; none outlives the command). `serve` makes its first signal a graceful stop.
+WORKER_COMMANDS = frozenset({"optimize", "eval", "tasks", "bench", "serve", "synth"})
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from cuda_agent import __version__
+
+        typer.echo(f"cuda-agent {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+def _root(
+    ctx: typer.Context,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else getattr(logging, os.environ.get("CUDA_AGENT_LOG", "WARNING").upper(), 30),
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if ctx.invoked_subcommand in WORKER_COMMANDS:
+        from cuda_agent import procs
+
+        procs.install()
+        ctx.call_on_close(procs.shutdown)
 
 
 def _register_all() -> None:

@@ -22,6 +22,9 @@ from cuda_agent.errors import ConfigError, CudaAgentError
 
 console = Console(stderr=True)
 
+# What a run writes into its --out folder; any of them there means the folder holds an earlier run.
+RUN_FILES = ("trajectory.jsonl", "result.json", "report.md")
+
 
 @dataclass
 class _Progress:
@@ -68,7 +71,7 @@ class _Progress:
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]cannot run:[/red] {message}")
+    console.print(f"[red]cannot run:[/red] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -84,7 +87,7 @@ def _load_task(path: Optional[Path]):
         except ImportError:
             raise _fail(f"{path}: no such file; give a KernelBench-format model.py (Model, get_inputs, get_init_inputs)")
         return resolve_task(str(path))
-    return load_task_file(path)
+    return load_task_file(path, validate=False)  # syntax only here: the evaluator runs the task, isolated
 
 
 def register(app: typer.Typer) -> None:
@@ -106,7 +109,7 @@ def register(app: typer.Typer) -> None:
         sandbox: str = typer.Option("auto", help="auto, bwrap or local: where bash runs."),
         verify: str = typer.Option("auto", help="auto, gpu or skip (skip: builds only, 'no GPU: verification skipped')."),
         eval_mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed."),
-        resume: bool = typer.Option(False, help="Continue the episode saved in --out."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the episode saved in --out."),
     ) -> None:
         """Run the agent on one task; write the best kernel, report.md, result.json and the trajectory."""
         from cuda_agent.agent import AgentConfig, AgentEnv, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
@@ -161,7 +164,7 @@ def register(app: typer.Typer) -> None:
                               "answer 'no GPU: verification skipped'.")
         if problems or task is None:
             for problem in problems:
-                console.print(f"[red]missing:[/red] {problem}")
+                console.print(f"[red]missing:[/red] {problem}", soft_wrap=True)
             raise typer.Exit(2)
 
         # ---- the episode ----
@@ -170,6 +173,10 @@ def register(app: typer.Typer) -> None:
         trajectory = out_dir / "trajectory.jsonl"
         if resume and not trajectory.exists():
             raise _fail(f"--resume: no trajectory at {trajectory}; pass the --out folder of the run to continue")
+        earlier = [name for name in RUN_FILES if (out_dir / name).exists()]
+        if not resume and earlier:
+            raise _fail(f"{out_dir} already holds a run ({', '.join(earlier)}); pass --resume to continue it, or "
+                        "pick another --out folder")
         defaults = EnvConfig.for_training() if mode == "train" else EnvConfig.for_evaluation()
         env_config = EnvConfig(
             max_turns=max_turns or defaults.max_turns, max_tokens=max_tokens, max_wall_s=max_wall,

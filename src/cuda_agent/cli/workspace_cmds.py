@@ -22,7 +22,7 @@ def _workspace(path: Path):
     try:
         return Workspace.open(path)
     except CudaAgentError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
 
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
     def new(
         task: str = typer.Argument(..., help="Task file or KernelBench id (L1/19_ReLU)."),
         folder: Path = typer.Argument(..., help="Folder to create."),
-        force: bool = typer.Option(False, help="Replace the folder if it exists."),
+        force: bool = typer.Option(False, "--force", help="Replace the folder if it holds a workspace."),
     ) -> None:
         """Make a workspace for a task: model.py, model_new.py, kernels/, binding files and SKILL.md."""
         from cuda_agent.tasks import resolve_task
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         try:
             workspace = create_workspace(resolve_task(task), folder, overwrite=force)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
         console.print(f"workspace for {workspace.task.id} at {workspace.root}; read {workspace.root / 'SKILL.md'}")
 
@@ -65,12 +65,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Compile kernels/ (only what changed); print the first compiler error first."""
-        from cuda_agent.build import build_workspace
+        from cuda_agent.build.confined import build_confined
 
         try:
-            result = build_workspace(folder, arch=arch)
+            result = build_confined(folder, arch=arch)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
         if as_json:
             print(json.dumps(result.to_dict(), indent=2))
@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
     @app.command("profile")
     def profile(
         folder: Path = typer.Argument(Path("."), help="Workspace folder."),
-        breakdown: bool = typer.Option(False, help="Add the time of each of your kernels per call."),
+        breakdown: bool = typer.Option(False, "--breakdown", help="Add the time of each of your kernels per call."),
     ) -> None:
         """Verify, then time eager, torch.compile and ModelNew; print speedups and the reward."""
         _evaluate(folder, profile=True, breakdown=breakdown)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cuda_agent import procs
 from cuda_agent.errors import EvalTimeoutError, PoolError
 from cuda_agent.evaluator.result import EvalResult, failure
 
@@ -90,6 +91,7 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
                 stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_child_env(env),
                 start_new_session=True,
             )
+            procs.register_group(proc.pid)  # a signal to the caller ends the judge and its candidate too
             try:
                 code = proc.wait(timeout=timeout_s + KILL_GRACE_S)
             except subprocess.TimeoutExpired:
@@ -98,6 +100,7 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
                 return _timed_out(task_id, timeout_s, _tail(log_path))
             finally:
                 kill_group(proc.pid)  # nothing the judge started outlives it
+                procs.unregister_group(proc.pid)
         seconds = time.perf_counter() - start
         try:
             with open(result_path) as fh:
@@ -144,6 +147,7 @@ class WarmWorker:
             # in the forked children, and the server must stay CUDA-free.
             env=_child_env({"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})}),
         )
+        procs.register_group(self._proc.pid)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
         if line.strip() != b"ready":
@@ -154,6 +158,7 @@ class WarmWorker:
         if self._proc is not None:
             kill_group(self._proc.pid)
             self._proc.wait()
+            procs.unregister_group(self._proc.pid)
             self._proc = None
 
     def run(self, job: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> EvalResult:
@@ -203,6 +208,9 @@ class WarmWorker:
                     if "pid" in message:
                         pgid = int(message["pid"])
                         candidate = message.get("candidate_pgid")
+                        for group in (pgid, candidate):
+                            if group is not None:
+                                procs.register_group(int(group))
                     elif "result" in message:
                         return EvalResult.from_dict(message["result"])
                     elif "error" in message:
@@ -213,6 +221,7 @@ class WarmWorker:
             for group in (pgid, candidate):
                 if group is not None:
                     kill_group(int(group))
+                    procs.unregister_group(int(group))
 
 
 __all__ = ["EvalTimeoutError", "KILL_GRACE_S", "WarmWorker", "kill_group", "run_isolated"]

@@ -16,7 +16,6 @@ RULES: dict[str, str] = {
     "lowered_precision": "the candidate computes in lower precision (fp16/bf16/TF32) than the task's fp32",
     "torch_compute_in_forward": "strict mode: forward ran PyTorch compute ops; only allocation, views and the "
     "solution's own kernels (and cuBLAS/cuDNN called from its own C++) are allowed",
-    "decoy_kernel": "none of the kernels the solution compiled was launched by forward (compiled but never used)",
     "trivial_output": "the output only passes because the task's outputs are tiny; it does not track the reference",
     "shape_specialized": "the result is only correct for get_inputs' exact shapes",
     "seed_specialized": "the result is only correct for get_inputs' canonical seed",

@@ -138,10 +138,12 @@ def serve(socket_path: str) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for other in spares:
                 os.close(other.sock_fd)
+                os.close(other.status_fd)
             _serve_one(conn, listener, spare)
         conn.close()
         if spare is not None:
             os.close(spare.sock_fd)  # the judge owns it now
+            os.close(spare.status_fd)
         fresh = _new_spare()
         if fresh is not None:
             spares.append(fresh)

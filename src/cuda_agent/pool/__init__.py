@@ -37,7 +37,7 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy exports keep `import cuda_age
 
         return RayPool
     if name == "PoolClient":
-        from cuda_agent.pool.http import PoolClient
+        from cuda_agent.pool.client import PoolClient
 
         return PoolClient
     if name in ("run_jobs", "resume_run"):

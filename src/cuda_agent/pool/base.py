@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from cuda_agent.pool.evaluators import Evaluator
-from cuda_agent.pool.job import EvalJob
+from cuda_agent.pool.job import MAX_JOB_TIMEOUT_S, EvalJob, positive_seconds
 from cuda_agent.pool.worker import WorkerFailure, WorkerReply
 from cuda_agent.store.keys import cache_key, library_versions
 
@@ -118,12 +118,17 @@ class JobBook:
         return cache_key(job.task.code, job.solution.digest(), self.gpu_name, settings, library_versions())
 
     def timeout_for(self, job: EvalJob, default_s: float | None) -> float:
+        """The outer limit for ``job``: its own, else the pool's, else its config's plus a grace period.
+        Raises `ConfigError` if that is not a finite positive number (a thread waiting on it would break)."""
         if job.timeout_s is not None:
-            return job.timeout_s
-        if default_s is not None:
-            return default_s
-        configured = job.config_dict().get("timeout_s") or DEFAULT_EVAL_TIMEOUT_S
-        return float(configured) + TIMEOUT_GRACE_S
+            limit = job.timeout_s
+        elif default_s is not None:
+            limit = default_s
+        else:
+            configured = job.config_dict().get("timeout_s")
+            limit = TIMEOUT_GRACE_S + (DEFAULT_EVAL_TIMEOUT_S if configured is None else
+                                       positive_seconds(configured, f"job {job.job_id}'s config timeout_s"))
+        return positive_seconds(limit, f"job {job.job_id}'s time limit", MAX_JOB_TIMEOUT_S + TIMEOUT_GRACE_S)
 
     def timeline(self) -> list[JobTiming]:
         with self._lock:
@@ -237,15 +242,21 @@ class QueuedPool:
 
     def submit(self, job: EvalJob) -> "Future[Any]":
         """Queue ``job``; the future resolves to an `EvalResult` (served from the store when cached).
-        Raises `PoolError` when the pool takes no new jobs (closed, queue full, no GPU left)."""
+        Raises `PoolError` when the pool takes no new jobs (closed, queue full, no GPU left) and `ConfigError`
+        when the job's time limit is not a finite positive number."""
         self._check_accepting()
+        self._book.timeout_for(job, getattr(self, "eval_timeout_s", None))  # a bad limit is refused here, not later
         self._book.submitted()
         cached = self._book.cached(job)
         if cached is not None:
             return cached
         future: Future[Any] = Future()
         self._queue.put((job, future, time.time()))
+        self._after_enqueue()
         return future
+
+    def _after_enqueue(self) -> None:
+        """Called after each job is queued (a pool whose workers may all be gone fails it here)."""
 
     def evaluate(self, job: EvalJob) -> Any:
         return self.submit(job).result()

@@ -43,9 +43,9 @@ class BuildPool:
     def _build(self, root: Path) -> Any:
         builder = self._builder
         if builder is None:
-            from cuda_agent.build import build_workspace
+            from cuda_agent.build.confined import build_confined
 
-            builder = build_workspace
+            builder = build_confined
         return builder(root, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
 
     def submit(self, workspace: str | Path | Any) -> "Future[Any]":

@@ -6,6 +6,7 @@ evaluation must see the files as they were when it was submitted, not as they ar
 from __future__ import annotations
 
 import base64
+import math
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,21 @@ JOB_KINDS = ("verify", "profile", "full")
 SOLUTION_KINDS = ("workspace", "file")
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 SINGLE_FILE_NAME = "solution.py"
+
+
+MAX_JOB_TIMEOUT_S = 24 * 3600.0
+
+
+def positive_seconds(value: Any, name: str, limit: float = MAX_JOB_TIMEOUT_S) -> float:
+    """``value`` as seconds: a finite number in (0, limit]. Raises `ConfigError` naming ``name`` otherwise (NaN
+    passes ``value > 0`` checks written the other way round, and a NaN or infinite deadline breaks a waiting
+    thread)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or not 0 < seconds <= limit:
+        raise ConfigError(f"{name} must be finite, positive and at most {limit:g} s, got {value}")
+    return seconds
 
 
 def new_job_id() -> str:
@@ -168,8 +184,8 @@ class EvalJob:
     def __post_init__(self) -> None:
         if self.kind not in JOB_KINDS:
             raise ConfigError(f"job kind must be one of {JOB_KINDS}, got {self.kind!r}")
-        if self.timeout_s is not None and self.timeout_s <= 0:
-            raise ConfigError(f"job timeout_s must be positive, got {self.timeout_s}")
+        if self.timeout_s is not None:
+            positive_seconds(self.timeout_s, "job timeout_s")
 
     @classmethod
     def create(cls, task: Task, solution: str | Path | SolutionSnapshot | Mapping[str, bytes | str], config: Any = None,

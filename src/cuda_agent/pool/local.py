@@ -16,16 +16,18 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from cuda_agent import procs
 from cuda_agent.errors import PoolError
 from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.builds import BuildPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator, query_gpu_names
-from cuda_agent.pool.worker import WorkerFailure, WorkerProcess
+from cuda_agent.pool.worker import WorkerFailure, WorkerProcess, WorkerReply
 
 log = logging.getLogger(__name__)
 
 _STOP = object()
 MAX_START_FAILURES = 3
+MAX_SLOT_RESTARTS = 5
 
 
 def detect_gpus() -> list[str]:
@@ -37,19 +39,28 @@ def detect_gpus() -> list[str]:
 
 
 class _GpuSlot(threading.Thread):
-    """The one thread that owns one GPU's worker process."""
+    """The one thread that owns one GPU's worker process.
 
-    def __init__(self, pool: "LocalPool", gpu: str) -> None:
+    A failure anywhere in the thread itself (not just in its worker) must neither strand the job it holds nor
+    take the GPU out of service silently: `run` hands such a failure to the pool, which resolves the job with a
+    reason and starts a replacement slot (up to `MAX_SLOT_RESTARTS` times)."""
+
+    def __init__(self, pool: "LocalPool", gpu: str, restarts: int = 0) -> None:
         super().__init__(name=f"cuda-agent-gpu-{gpu}", daemon=True)
         self.pool = pool
         self.gpu = gpu
+        self.restarts = restarts
         self.worker: WorkerProcess | None = None
         self.dead_reason: str | None = None
+        self.current: tuple[Any, Future[Any], float] | None = None
         self.ready = threading.Event()
 
     def _start_worker(self, health_check: bool) -> bool:
         failures = 0
         while failures < MAX_START_FAILURES:
+            if self.pool.stop_reason is not None:
+                self.dead_reason = self.pool.stop_reason
+                return False
             worker = WorkerProcess(self.gpu, self.pool.evaluator, health_check=health_check,
                                    log_dir=self.pool.log_dir)
             try:
@@ -60,6 +71,8 @@ class _GpuSlot(threading.Thread):
                 failures += 1
                 log.warning("GPU %s: worker start failed (%d/%d): %s", self.gpu, failures, MAX_START_FAILURES, exc)
                 self.dead_reason = str(exc)
+                if procs.terminating():
+                    return False
                 time.sleep(min(2.0 * failures, 10.0))
         log.error("GPU %s taken out of the pool: %s", self.gpu, self.dead_reason)
         return False
@@ -71,7 +84,16 @@ class _GpuSlot(threading.Thread):
         return self._start_worker(health_check=self.pool.health_check_on_replace)
 
     def run(self) -> None:
-        alive = self._start_worker(health_check=False)
+        try:
+            self._serve()
+        except BaseException as exc:  # noqa: BLE001 - a failed slot is replaced, never left holding a job
+            log.exception("GPU %s: the slot thread failed", self.gpu)
+            self.pool._slot_failed(self, exc)
+        finally:
+            self.ready.set()
+
+    def _serve(self) -> None:
+        alive = self._start_worker(health_check=self.restarts > 0 and self.pool.health_check_on_replace)
         self.ready.set()
         if not alive:
             self.pool._slot_died(self)
@@ -84,27 +106,35 @@ class _GpuSlot(threading.Thread):
             job, future, submitted = item
             if not future.set_running_or_notify_cancel():
                 continue
-            assert self.worker is not None
-            self.pool._book.running(+1)
-            outcome: Any
-            try:
-                outcome = self.worker.run(job, self.pool._book.timeout_for(job, self.pool.eval_timeout_s))
-            except WorkerFailure as failure:
-                outcome = failure
-            finally:
-                self.pool._book.running(-1)
+            self.current = item
+            outcome = self._run_job(job)
             replace = isinstance(outcome, WorkerFailure) or outcome.broken
-            try:
-                self.pool._book.complete(job, future, submitted, self.gpu, outcome)
-            except Exception as exc:  # noqa: BLE001 - never leave a future unresolved
-                log.exception("job %s: completing failed", job.job_id)
-                if not future.done():
-                    future.set_exception(PoolError(f"job {job.job_id}: the pool could not record its result: {exc}"))
+            self.pool._complete(job, future, submitted, self.gpu, outcome)
+            self.current = None
             if replace and not self._replace_worker():
                 self.pool._slot_died(self)
                 return
         if self.worker is not None:
             self.worker.stop()
+
+    def _run_job(self, job: Any) -> WorkerReply | WorkerFailure:
+        """Run one job on this slot's worker; every failure becomes a `WorkerFailure` (the worker is replaced)."""
+        assert self.worker is not None
+        self.pool._book.running(+1)
+        try:
+            return self.worker.run(job, self.pool._book.timeout_for(job, self.pool.eval_timeout_s))
+        except WorkerFailure as failure:
+            if self.pool.stop_reason is not None:
+                return WorkerFailure(failure.stage, f"{self.pool.stop_reason}; the job was still running, and its "
+                                                    "worker was killed", failure.started)
+            return failure
+        except Exception as exc:  # noqa: BLE001 - any failure here ends the job with a reason
+            log.exception("GPU %s: running job %s failed", self.gpu, job.job_id)
+            self.worker.kill()
+            return WorkerFailure("eval_error", f"the pool could not run the job on GPU {self.gpu} "
+                                               f"({type(exc).__name__}: {exc}); its worker was replaced")
+        finally:
+            self.pool._book.running(-1)
 
 
 class LocalPool(QueuedPool):
@@ -151,6 +181,8 @@ class LocalPool(QueuedPool):
         self._closed = False
         self._slots = [_GpuSlot(self, gpu) for gpu in gpu_ids]
         self._dead: list[str] = []
+        self.slot_failures: list[str] = []
+        self.stop_reason: str | None = None
         for slot in self._slots:
             slot.start()
 
@@ -187,9 +219,46 @@ class LocalPool(QueuedPool):
 
     def stats(self) -> PoolStats:
         c = self._book.counters
-        return PoolStats(self.backend, len(self._slots) - len(self._dead), self._queue.qsize(), c.running,
+        with self._lock:
+            dead, failures = list(self._dead), list(self.slot_failures)
+        return PoolStats(self.backend, len(self._slots) - len(dead), self._queue.qsize(), c.running,
                          c.submitted, c.completed, c.failed, c.cached, c.replaced_workers, self.gpu_name,
-                         {"gpus": list(self.gpus), "dead_gpus": list(self._dead)})
+                         {"gpus": list(self.gpus), "dead_gpus": dead, "slot_failures": len(failures),
+                          "last_slot_failure": failures[-1] if failures else None})
+
+    def _complete(self, job: Any, future: Future[Any], submitted: float, gpu: str,
+                  outcome: WorkerReply | WorkerFailure) -> None:
+        """Record and resolve a job; if recording fails the future still resolves (with `PoolError`)."""
+        try:
+            self._book.complete(job, future, submitted, gpu, outcome)
+        except Exception as exc:  # noqa: BLE001 - never leave a future unresolved
+            log.exception("job %s: completing failed", job.job_id)
+            if not future.done():
+                future.set_exception(PoolError(f"job {job.job_id}: the pool could not record its result: {exc}"))
+
+    def _slot_failed(self, slot: _GpuSlot, exc: BaseException) -> None:
+        """A slot thread raised: end its job with a reason, kill its worker, and start a replacement slot for its
+        GPU (unless it has failed `MAX_SLOT_RESTARTS` times, the pool is stopping, or the command is ending)."""
+        reason = f"the pool's thread for GPU {slot.gpu} failed ({type(exc).__name__}: {exc})"
+        if slot.current is not None:
+            job, future, submitted = slot.current
+            slot.current = None
+            self._complete(job, future, submitted, slot.gpu,
+                           WorkerFailure("eval_error", f"{reason}; the job was not finished and the slot was replaced"))
+        if slot.worker is not None:
+            slot.worker.kill()
+        with self._lock:
+            self.slot_failures.append(reason)
+            give_up = (slot.restarts >= MAX_SLOT_RESTARTS or self.stop_reason is not None or procs.terminating())
+            if not give_up:
+                replacement = _GpuSlot(self, slot.gpu, restarts=slot.restarts + 1)
+                self._slots[self._slots.index(slot)] = replacement
+        if give_up:
+            slot.dead_reason = reason
+            self._slot_died(slot)
+            return
+        log.warning("GPU %s: starting a replacement slot (%d/%d)", slot.gpu, slot.restarts + 1, MAX_SLOT_RESTARTS)
+        replacement.start()
 
     def _slot_died(self, slot: _GpuSlot) -> None:
         with self._lock:
@@ -198,19 +267,39 @@ class LocalPool(QueuedPool):
         if everyone_dead:
             self._fail_queued(f"every GPU worker failed; last error: {slot.dead_reason}")
 
-    def _fail_queued(self, reason: str) -> None:
+    def _take_queued(self) -> list[tuple[Any, Future[Any], float]]:
+        """Remove and return the queued jobs that can still run (stop tokens stay queued for the slots)."""
+        taken, stops = [], 0
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return
-            if item is not _STOP:
-                _, future, _ = item
-                if future.set_running_or_notify_cancel():
-                    future.set_exception(PoolError(reason))
+                break
+            if item is _STOP:
+                stops += 1
+            elif item[1].set_running_or_notify_cancel():
+                taken.append(item)
+        for _ in range(stops):
+            self._queue.put(_STOP)
+        return taken
 
-    def close(self, wait: bool = True, cancel_pending: bool = False) -> None:
-        """Stop taking jobs; finish the queued ones (or cancel them), stop the workers. Idempotent."""
+    def _fail_queued(self, reason: str) -> None:
+        """Fail every queued job with `PoolError` (``reason``)."""
+        for _, future, _ in self._take_queued():
+            future.set_exception(PoolError(reason))
+
+    def _after_enqueue(self) -> None:
+        """A job queued just as the last slot died would wait forever: fail it now."""
+        with self._lock:
+            everyone_dead = len(self._dead) >= len(self._slots)
+        if everyone_dead:
+            self._fail_queued("every GPU worker failed")
+
+    def close(self, wait: bool = True, cancel_pending: bool = False, timeout_s: float | None = None) -> None:
+        """Stop taking jobs; finish the queued ones (or cancel them), stop the workers. Idempotent.
+
+        ``timeout_s`` bounds the wait: past it, queued jobs fail with `PoolError` and running ones are killed
+        (they resolve as ``crashed`` with a reason saying the pool stopped)."""
         with self._lock:
             if self._closed:
                 return
@@ -220,10 +309,36 @@ class LocalPool(QueuedPool):
         for _ in self._slots:
             self._queue.put(_STOP)
         if wait:
-            for slot in self._slots:
-                slot.join()
+            self._join_slots(timeout_s)
         if self._builds is not None:
             self._builds.close(wait=wait)
+
+    def _join_slots(self, timeout_s: float | None) -> None:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                alive = [slot for slot in self._slots if slot.is_alive()]
+            if not alive:
+                return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                self.abort(f"the pool stopped after waiting {timeout_s:.0f} s for its jobs")
+                deadline = None
+                continue
+            alive[0].join(remaining)
+
+    def abort(self, reason: str) -> None:
+        """End the queued and the running jobs with ``reason`` and start no new worker. Each ends as a failed
+        `EvalResult` (``eval_error`` for the queued, ``crashed`` for the running) recorded in the store like any
+        other, so a client asking later learns what happened."""
+        with self._lock:
+            self.stop_reason = reason
+            slots = list(self._slots)
+        for job, future, submitted in self._take_queued():
+            self._complete(job, future, submitted, "-", WorkerFailure("eval_error", f"{reason} before this job ran"))
+        for slot in slots:
+            if slot.worker is not None:
+                slot.worker.interrupt()
 
     def __enter__(self) -> "LocalPool":
         return self

@@ -93,13 +93,13 @@ def _remote_build(task: dict[str, Any], solution: dict[str, Any], cache_dir: str
     import shutil
     import tempfile
 
-    from cuda_agent.build import build_workspace
+    from cuda_agent.build.confined import build_confined
     from cuda_agent.tasks.task import Task
 
     scratch = Path(tempfile.mkdtemp(prefix="cuda-agent-build-"))
     try:
         root = SolutionSnapshot.from_dict(solution).materialize(Task.from_dict(task), scratch)
-        data = build_workspace(root, arch=arch, cache_dir=cache_dir).to_dict()
+        data = build_confined(root, arch=arch, cache_dir=cache_dir).to_dict()
         data["library"] = None
         return data
     finally:

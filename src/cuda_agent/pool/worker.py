@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from cuda_agent import procs
 from cuda_agent.errors import PoolError
 from cuda_agent.pool._worker import EVALUATOR_ENV, HEALTH_ENV
 from cuda_agent.pool.job import EvalJob
@@ -51,36 +52,6 @@ class WorkerFailure(Exception):
         self.started = started
 
 
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read().decode(errors="replace")
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and all its descendants (found through /proc), even ones in other sessions."""
-    children = _children_map()
-    doomed, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        doomed.append(current)
-        stack.extend(children.get(current, ()))
-    for victim in reversed(doomed):
-        try:
-            os.kill(victim, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 class WorkerProcess:
     """One worker process pinned to ``gpu`` (None: leave ``CUDA_VISIBLE_DEVICES`` as inherited, as Ray sets it).
 
@@ -108,6 +79,8 @@ class WorkerProcess:
 
         Raises `PoolError` if it exits, reports an unhealthy GPU, or is not ready within ``timeout_s``.
         """
+        if procs.terminating():
+            raise PoolError(f"not starting a worker for GPU {self.gpu}: the command is ending")
         env = dict(os.environ)
         env.update(self._extra_env)
         env[EVALUATOR_ENV] = self._evaluator_blob
@@ -129,6 +102,7 @@ class WorkerProcess:
         finally:
             stderr.close()
         self.pid = self._proc.pid
+        procs.register_group(self._proc.pid)
         self._buffer = b""
         try:
             message = self._next_message(timeout_s)
@@ -208,13 +182,20 @@ class WorkerProcess:
                            started=float(message["started"]), finished=float(message["finished"]),
                            broken=bool(message.get("broken")), pid=int(message["pid"]), gpu=str(message.get("gpu")))
 
+    def interrupt(self) -> None:
+        """Kill the worker's processes from another thread; the owner thread, reading from it, sees it die and
+        cleans up (its pipes are left open here, so that no descriptor is closed under that read)."""
+        if self._proc is not None and self._proc.poll() is None:
+            procs.kill_group(self._proc.pid)
+
     def kill(self) -> None:
-        """Kill the worker and everything it started; reap it."""
+        """Kill the worker and everything it started; reap it. Owner thread only (see `interrupt`)."""
         if self._proc is not None:
             if self._proc.poll() is None:
-                kill_tree(self._proc.pid)
+                procs.kill_group(self._proc.pid)
             try:
                 self._proc.wait(timeout=30)
+                procs.unregister_group(self._proc.pid)
             except subprocess.TimeoutExpired:
                 log.error("worker %s for GPU %s did not exit after SIGKILL", self._proc.pid, self.gpu)
             for stream in (self._proc.stdin, self._proc.stdout):

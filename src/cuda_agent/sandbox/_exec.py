@@ -5,19 +5,57 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Callable
 
+from cuda_agent.sandbox._layout import MONITOR_DIR
 from cuda_agent.sandbox._limits import SandboxLimits
-from cuda_agent.sandbox._monitor import descendants
+from cuda_agent import procs
+from cuda_agent.procs import descendants
 
 REPORT_MARK = "CUDA_AGENT_REPORT"
 TIMEOUT_EXIT = 124
 KILLED_EXIT = 137
+MONITOR_SHELL = f"{MONITOR_DIR}/bash"
+EXECUTE_ONLY = 0o111
+
+
+def write_monitor_shell(state: Path) -> Path:
+    """Copy bash into ``state/monitor/`` as an execute-only file and return that folder (bound read-only at
+    `MONITOR_DIR`); the wrapper runs as `MONITOR_SHELL`.
+
+    Why: the monitoring shell runs as the same user as the command, so the command could ptrace it (or write its
+    memory through /proc/PID/mem) and forge the report. The kernel marks a process that executes a binary its
+    user cannot read as not dumpable, and ptrace_may_access refuses to attach to (or open the memory of) a
+    non-dumpable process without CAP_SYS_PTRACE, which nothing in the sandbox has. The read-only bind keeps the
+    command from making the copy readable again. Commands the shell starts execute ordinary binaries, so they
+    stay dumpable (debuggers work on the agent's own processes).
+
+    The shell is started through itself once (`monitor_argv`): in a ``userns`` sandbox bubblewrap still holds
+    capabilities inside its user namespace when it executes the first program, which lets that first exec read
+    the file; the second exec, by a process with no capabilities left, is the one that marks it.
+
+    Raises `OSError` if bash cannot be found or copied."""
+    source = shutil.which("bash", path="/usr/bin:/bin") or "/bin/bash"
+    folder = state / "monitor"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(folder, 0o755)
+    target = folder / "bash"
+    shutil.copyfile(source, target)
+    os.chmod(target, EXECUTE_ONLY)
+    return folder
+
+
+def monitor_argv(limits: SandboxLimits, report_fd: int, command: str, cwd: str) -> list[str]:
+    """The argv that runs ``command`` in ``cwd`` under the monitoring shell (see `write_monitor_shell`)."""
+    return [MONITOR_SHELL, "-c", 'exec "$@"', "monitor", MONITOR_SHELL, "-c", wrapper_script(limits, report_fd),
+            "sandbox", command, cwd]
 
 
 def wrapper_script(limits: SandboxLimits, report_fd: int) -> str:
@@ -117,6 +155,7 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
             stderr=subprocess.PIPE, pass_fds=(report_w, *extra_fds), start_new_session=True, close_fds=True, env=env)
     finally:
         os.close(report_w)
+    procs.register_group(proc.pid)
     readers = [
         threading.Thread(target=_drain, args=(proc.stdout, out.feed), daemon=True),
         threading.Thread(target=_drain, args=(proc.stderr, err.feed), daemon=True),
@@ -145,6 +184,7 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
             break
     if pidfd is not None:
         os.close(pidfd)
+    procs.unregister_group(proc.pid)
     for t in readers:
         t.join(timeout=5)
     seconds = time.monotonic() - started

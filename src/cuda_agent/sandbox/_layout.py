@@ -16,6 +16,7 @@ TOP_LEVEL_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CLIENT_DIR = "/opt/cuda-agent/bin"
+MONITOR_DIR = "/opt/cuda-agent/monitor"
 BROKER_DIR = "/run/cuda-agent"
 SANDBOX_UID = 65534
 

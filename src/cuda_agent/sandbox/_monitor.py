@@ -141,29 +141,6 @@ def no_route_packets(report: str) -> int:
     return best_v4 + best_v6
 
 
-def descendants(root_pid: int) -> list[int]:
-    """Host pids of every process below ``root_pid`` (read from /proc/*/stat; works across PID namespaces)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        after = stat.rsplit(b")", 1)[-1].split()
-        if len(after) > 2:
-            children.setdefault(int(after[1]), []).append(int(entry.name))
-    found: list[int] = []
-    stack = [root_pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 def disk_usage(root: Path, skip: tuple[Path, ...] = ()) -> int:
     """Bytes allocated by the files under ``root`` (not following symlinks), skipping ``skip`` folders."""
     total = 0

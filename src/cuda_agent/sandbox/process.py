@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -70,9 +71,9 @@ class ConfinedSpec:
     single_process: bool = False
 
 
-def confined_argv(spec: ConfinedSpec, command: Sequence[str]) -> list[str]:
-    """The bubblewrap command line that runs ``command`` as `spec` says. Raises SandboxError when bubblewrap cannot
-    make namespaces here."""
+def confined_argv(spec: ConfinedSpec, command: Sequence[str], status_fd: int | None = None) -> list[str]:
+    """The bubblewrap command line that runs ``command`` as `spec` says (``status_fd``: bubblewrap writes JSON lines
+    there, the command's exit code last). Raises SandboxError when bubblewrap cannot make namespaces here."""
     check_sandbox("userns")
     # USER/LOGNAME: the sandbox's uid has no passwd entry, and getpass.getuser() (torch's cache folders) reads these.
     env = {"PATH": inside_path_env(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "USER": "candidate",
@@ -94,25 +95,70 @@ def confined_argv(spec: ConfinedSpec, command: Sequence[str]) -> list[str]:
                 extra += ["--ro-bind", folder, folder]
     layout = Layout(Path(spec.scratch).resolve(), SCRATCH, ro_dirs=dict(spec.ro_dirs), tmp_bytes=spec.tmp_bytes,
                     env=env, chdir=SCRATCH, extra_args=tuple(extra))
-    return [bwrap_path(), *namespace_args("userns"), *layout.args(), "--", *command]
+    status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
+    return [bwrap_path(), *namespace_args("userns"), *status, *layout.args(), "--", *command]
+
+
+def _default_child_signals() -> None:
+    """In the child, before bubblewrap starts: SIGCHLD back to its default. A parent that ignores SIGCHLD (the warm
+    worker, which lets the kernel reap its judges) would pass that on, and bubblewrap, never seeing its child exit,
+    would wait for ever."""
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def spawn_confined(spec: ConfinedSpec, command: Sequence[str], *, pass_fds: Sequence[int] = (),
-                   stdout: int | None = None, stderr: int | None = None) -> "subprocess.Popen[bytes]":
+                   stdout: int | None = None, stderr: int | None = None,
+                   status_fd: int | None = None) -> "subprocess.Popen[bytes]":
     """Start ``command`` confined as `spec` says, in a new session (kill its process group to end it).
+    ``status_fd``: an inheritable descriptor bubblewrap reports the command's exit code on (see `exit_code_from`),
+    readable by whoever holds the other end, child of ours or not.
 
     Raises:
         SandboxError: bubblewrap is missing or cannot make namespaces here (the message says how to fix it), or
             it could not be started.
     """
-    argv = confined_argv(spec, command)
+    argv = confined_argv(spec, command, status_fd)
+    fds = tuple(pass_fds) + ((status_fd,) if status_fd is not None else ())
     try:
         # Rationale: bubblewrap itself gets no environment. Whatever it runs with, a process of the sandbox can read
         # (/proc/<its pid>/environ: the same uid); the command's own environment is set by --setenv alone.
-        return subprocess.Popen(argv, pass_fds=tuple(pass_fds), stdin=subprocess.DEVNULL, stdout=stdout,
-                                stderr=stderr, start_new_session=True, env={})
+        return subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=stdout,
+                                stderr=stderr, start_new_session=True, preexec_fn=_default_child_signals, env={})
     except OSError as exc:
         raise SandboxError(f"cannot start bubblewrap: {exc}") from exc
+
+
+def exit_code_from(status_fd: int, timeout: float) -> int | None:
+    """The confined command's exit code as bubblewrap reported it on its status descriptor (128 + N for signal N),
+    or None when none arrived within ``timeout`` seconds."""
+    import json
+    import select
+
+    deadline = time.monotonic() + timeout
+    data = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([status_fd], [], [], left)[0]:
+            return None
+        try:
+            chunk = os.read(status_fd, 4096)
+        except OSError:
+            return None
+        if not chunk:
+            break
+        data += chunk
+        if b'"exit-code"' in data and data.endswith(b"\n"):
+            break
+    for line in reversed(data.decode(errors="replace").splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "exit-code" in record:
+            return int(record["exit-code"])
+    return None
 
 
 def process_tree(pid: int) -> list[int]:

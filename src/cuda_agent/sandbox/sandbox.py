@@ -19,8 +19,8 @@ from typing import Sequence
 
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox import _detect
-from cuda_agent.sandbox._exec import REPORT_MARK, run_bwrap, wrapper_script
-from cuda_agent.sandbox._layout import (BROKER_DIR, CLIENT_DIR, SANDBOX_UID, Layout, cuda_roots,
+from cuda_agent.sandbox._exec import REPORT_MARK, monitor_argv, run_bwrap, write_monitor_shell
+from cuda_agent.sandbox._layout import (BROKER_DIR, CLIENT_DIR, MONITOR_DIR, SANDBOX_UID, Layout, cuda_roots,
                                         drop_privileges_prefix, inside_path_env, namespace_args,
                                         python_executable, python_roots)
 from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
@@ -128,7 +128,7 @@ class Sandbox:
         else:
             self.uid = SANDBOX_UID
         files = self._write_etc()
-        ro_dirs = {CLIENT_DIR: str(self._write_client())}
+        ro_dirs = {CLIENT_DIR: str(self._write_client()), MONITOR_DIR: str(write_monitor_shell(self._state))}
         if broker is not None:
             if not isinstance(broker, Broker):
                 broker = self._own_broker = Broker(broker)
@@ -249,7 +249,7 @@ class Sandbox:
                 "--"]
         if self.identity == "setuid":
             argv += drop_privileges_prefix(self.uid)
-        argv += ["/bin/bash", "-c", wrapper_script(self.limits, report_w), "sandbox", text, inside_cwd]
+        argv += monitor_argv(self.limits, report_w, text, inside_cwd)
         start_usage = self._usage
         quota = self.limits.disk_quota_bytes
         if self.identity == "setuid":

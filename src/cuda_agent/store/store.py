@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from cuda_agent.errors import StoreError
+from cuda_agent.store.diagnose import StoreHealth, check_sqlite, classify
 from cuda_agent.store.schema import DIALECTS, MIGRATIONS, SQLITE, Dialect, current_version, migrate
 from cuda_agent.store.url import StoreURL, load_driver, parse_store_url
 
@@ -99,6 +100,7 @@ class Store:
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._closed = False
+        self._inode = _inode(url.path) if url.is_sqlite and url.path is not None else None
 
     @classmethod
     def open(
@@ -111,7 +113,8 @@ class Store:
         """Open (creating and migrating if needed) the store at ``url`` (default: `default_store_url()`).
 
         Raises `ConfigError` for a malformed URL and `StoreError` when the database cannot be opened, its driver
-        is missing, or its schema is newer than this cuda-agent.
+        is missing, or its schema is newer than this cuda-agent: `StoreCorruptError` (not a database, damaged),
+        `StorePermissionError` or `StoreMissingError` (the folder cannot be made) when that is the cause.
         """
         parsed = parse_store_url(url or default_store_url())
         if parsed.is_sqlite:
@@ -121,7 +124,11 @@ class Store:
             driver = load_driver(parsed)
             conn = _connect_server(driver, parsed)
             store = cls(parsed, conn, DIALECTS[parsed.scheme], busy_timeout_s)
-        store._write(lambda ex: migrate(ex, store._dialect, migrations))
+        try:
+            store._write(lambda ex: migrate(ex, store._dialect, migrations))
+        except BaseException:
+            store.close()
+            raise
         log.debug("opened store %s (schema %d)", parsed.redacted(), store.schema_version)
         return store
 
@@ -138,7 +145,10 @@ class Store:
     def _read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             self._check_open()
-            rows = self._execute(statement, params)
+            try:
+                rows = self._execute(statement, params)
+            except sqlite3.Error as exc:
+                raise classify(exc, self.url.redacted(), "a read", self.url.path) from exc
             if self._dialect is not SQLITE:
                 self._conn.commit()
             return rows
@@ -160,10 +170,13 @@ class Store:
                     except BaseException:
                         self._conn.rollback()
                         raise
-                except sqlite3.OperationalError as exc:
-                    busy = "locked" in str(exc) or "busy" in str(exc)
-                    if not busy or time.monotonic() > deadline:
-                        raise StoreError(f"store {self.url.redacted()}: write failed ({exc})") from exc
+                except sqlite3.Error as exc:
+                    busy = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+                    if busy and time.monotonic() > deadline:
+                        raise StoreError(f"store {self.url.redacted()}: write failed: another process held the "
+                                         f"write lock for {self._busy_timeout_s:.0f} s ({exc})") from exc
+                    if not busy:
+                        raise classify(exc, self.url.redacted(), "a write", self.url.path) from exc
                     time.sleep(delay)
                     delay = min(delay * 2, 0.5)
 
@@ -175,6 +188,22 @@ class Store:
     def schema_version(self) -> int:
         with self._lock:
             return current_version(self._execute)
+
+    def check(self, *, deep: bool = True) -> StoreHealth:
+        """Whether the store is usable now, looked at from outside this connection (whose cache can hide a file
+        truncated, overwritten or removed while open): see `cuda_agent.store.diagnose.check_sqlite`; ``deep``
+        adds SQLite's quick integrity check, which reads the whole file. Never raises; a server database is
+        asked ``SELECT 1``."""
+        where = self.url.redacted()
+        if self._closed:
+            return StoreHealth(where, False, "unavailable", "the store is closed")
+        if self.url.is_sqlite and self.url.path is not None:
+            return check_sqlite(where, self.url.path, self._inode, deep=deep)
+        try:
+            self._read("SELECT 1")
+        except Exception as exc:  # noqa: BLE001 - every driver has its own error root
+            return StoreHealth(where, False, "unavailable", f"the database does not answer: {exc}")
+        return StoreHealth(where, True)
 
     def close(self) -> None:
         with self._lock:
@@ -355,8 +384,16 @@ def _connect_sqlite(url: StoreURL, busy_timeout_s: float) -> sqlite3.Connection:
                             target, mode)
         conn.execute("PRAGMA synchronous = NORMAL")
     except (sqlite3.Error, OSError) as exc:
-        raise StoreError(f"cannot open SQLite store {target}: {exc}; check the path and its permissions") from exc
+        raise classify(exc, f"sqlite:///{target}", "opening", url.path) from exc
     return conn
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def _connect_server(driver: Any, url: StoreURL) -> Any:

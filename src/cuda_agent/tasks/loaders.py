@@ -1,7 +1,9 @@
 """Load task sets: a KernelBench folder, the KernelBench dataset on the hub, CUDA-Agent-Ops-6K, or a user's files.
 
-Every loader validates each task (see `cuda_agent.tasks.validate`) and records bad ones as `LoadFailure`s instead of
-stopping, so one broken file never hides the other 249.
+Every loader checks each task's syntax here and, with ``validate`` (the default), dry-runs it inside the sandbox
+(`cuda_agent.tasks.sandboxed`: task code from files, rows or the hub is untrusted and never runs in this
+process); bad ones are recorded as `LoadFailure`s instead of stopping, so one broken file never hides the other
+249. Only code shipped in this package (``trusted=True``, the bundled example) is dry-run in-process.
 """
 from __future__ import annotations
 
@@ -11,29 +13,45 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cuda_agent.errors import TaskError
+from cuda_agent.tasks.hub import KERNELBENCH_HUB_ID, OPS6K_HUB_ID, download_splits, fetch_kernelbench, fetch_ops6k
+from cuda_agent.tasks.sandboxed import validate_in_sandbox
 from cuda_agent.tasks.task import Task
 from cuda_agent.tasks.taskset import LoadFailure, TaskSet
 from cuda_agent.tasks.validate import check_syntax, dry_run, guess_ops
 
 log = logging.getLogger(__name__)
 
-KERNELBENCH_HUB_ID = "ScalingIntelligence/KernelBench"
-OPS6K_HUB_ID = "BytedTsinghua-SIA/CUDA-Agent-Ops-6K"
 _LEVEL_DIR = re.compile(r"level_?(\d+)$", re.IGNORECASE)
 
 
-def load_task_file(path: str | Path, *, source: str = "user", level: int | None = None, validate: bool = True) -> Task:
-    """Load one task file; raise `TaskError` naming the file and the cause if it is not a usable task."""
+def load_task_file(path: str | Path, *, source: str = "user", level: int | None = None, validate: bool = True,
+                   trusted: bool = False) -> Task:
+    """Load one task file; raise `TaskError` naming the file and the cause if it is not a usable task.
+
+    ``validate``: dry-run it in the sandbox (``trusted``: in this process, for code shipped with cuda-agent only);
+    without it only the syntax and the three required names are checked."""
+    task = _parse_task_file(path, source=source, level=level)
+    if validate and trusted:
+        dry_run(task.code, str(path))
+    elif validate:
+        problem = validate_in_sandbox([(str(path), task.code)]).get(str(path))
+        if problem is not None:
+            raise TaskError(problem)
+    return task
+
+
+def _parse_task_file(path: str | Path, *, source: str, level: int | None) -> Task:
+    """A task from a file, its syntax checked (nothing executed)."""
     path = Path(path)
     try:
-        code = path.read_text()
+        code = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaskError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                        "save it as UTF-8") from exc
     origin = str(path)
-    if validate:
-        dry_run(code, origin)
-    else:
-        check_syntax(code, origin)
+    check_syntax(code, origin)
     prefix = f"L{level}/" if level is not None else f"{source}/"
     return Task(
         id=prefix + path.stem,
@@ -46,17 +64,30 @@ def load_task_file(path: str | Path, *, source: str = "user", level: int | None 
     )
 
 
-def _collect(items: Iterable[tuple[str, Callable[[], Task]]], progress: Callable[[int], None] | None = None) -> TaskSet:
-    tasks: list[Task] = []
-    failures: list[LoadFailure] = []
+def _collect(items: Iterable[tuple[str, Callable[[], Task]]], progress: Callable[[int], None] | None = None, *,
+             validate: bool = False) -> TaskSet:
+    """Make each task (``make`` parses, executes nothing), then, with ``validate``, dry-run them all in one
+    sandbox; each failure becomes a `LoadFailure`, in the order of ``items``."""
+    made: list[tuple[str, Task | None, str | None]] = []
     for origin, make in items:
         try:
-            tasks.append(make())
+            made.append((origin, make(), None))
         except TaskError as exc:
-            log.warning("skipping bad task: %s", exc)
-            failures.append(LoadFailure(origin, str(exc)))
+            made.append((origin, None, str(exc)))
         if progress is not None:
             progress(1)
+    if validate:
+        verdicts = validate_in_sandbox([(origin, task.code) for origin, task, _ in made if task is not None])
+        made = [(origin, task, verdicts.get(origin)) if task is not None else (origin, task, problem)
+                for origin, task, problem in made]
+    tasks: list[Task] = []
+    failures: list[LoadFailure] = []
+    for origin, task, problem in made:
+        if problem is not None or task is None:
+            log.info("skipping bad task: %s", problem)
+            failures.append(LoadFailure(origin, str(problem)))
+        else:
+            tasks.append(task)
     return TaskSet(tuple(tasks), tuple(failures))
 
 
@@ -83,10 +114,8 @@ def load_kernelbench_dir(
         if wanted is not None and level not in wanted:
             continue
         for path in sorted(folder.glob("*.py"), key=_task_number):
-            items.append(
-                (str(path), lambda p=path, lv=level: load_task_file(p, source="kernelbench", level=lv, validate=validate))
-            )
-    return _collect(items)
+            items.append((str(path), lambda p=path, lv=level: _parse_task_file(p, source="kernelbench", level=lv)))
+    return _collect(items, validate=validate)
 
 
 def load_user_path(path: str | Path, *, validate: bool = True) -> TaskSet:
@@ -100,18 +129,15 @@ def load_user_path(path: str | Path, *, validate: bool = True) -> TaskSet:
         files = sorted(p for p in path.rglob("*.py") if not p.name.startswith("_"))
     else:
         raise TaskError(f"{path}: no such file or folder")
-    return _collect((str(p), lambda p=p: load_task_file(p, source="user", validate=validate)) for p in files)
+    return _collect(((str(p), lambda p=p: _parse_task_file(p, source="user", level=None)) for p in files),
+                    validate=validate)
 
 
-def _row_task(row: dict[str, Any], index: int, *, source: str, origin: str, validate: bool) -> Task:
+def _row_task(row: dict[str, Any], index: int, *, source: str, origin: str) -> Task:
     code = row.get("code")
     if not isinstance(code, str) or not code.strip():
         raise TaskError(f"{origin}: row {index} has no code")
-    where = f"{origin}#{index}"
-    if validate:
-        dry_run(code, where)
-    else:
-        check_syntax(code, where)
+    check_syntax(code, f"{origin}#{index}")
     ops = row.get("ops")
     if isinstance(ops, str):
         ops = [o.strip() for o in re.split(r"[,\s\[\]'\"]+", ops) if o.strip()]
@@ -136,10 +162,8 @@ def _plain(value: Any) -> bool:
 
 def load_rows(rows: Iterable[dict[str, Any]], *, source: str, origin: str, validate: bool = True) -> TaskSet:
     """Build a task set from table rows with at least a ``code`` column (Ops-6K, the hub, our synthesis output)."""
-    return _collect(
-        (f"{origin}#{i}", lambda r=row, i=i: _row_task(r, i, source=source, origin=origin, validate=validate))
-        for i, row in enumerate(rows)
-    )
+    return _collect(((f"{origin}#{i}", lambda r=row, i=i: _row_task(r, i, source=source, origin=origin))
+                     for i, row in enumerate(rows)), validate=validate)
 
 
 def load_parquet(path: str | Path, *, source: str = "ops6k", validate: bool = True) -> TaskSet:
@@ -160,24 +184,11 @@ def load_parquet(path: str | Path, *, source: str = "ops6k", validate: bool = Tr
 
 def load_hub_dataset(repo_id: str, *, split: str | None = None, source: str, validate: bool = True) -> TaskSet:
     """Load a task set from the Hugging Face hub (needs the optional ``datasets`` package and network access)."""
-    try:
-        import datasets  # type: ignore[import-not-found]
-    except ImportError as exc:
-        raise TaskError(
-            f"loading {repo_id} from the hub needs the 'datasets' package: pip install 'cuda-agent[hub]'"
-        ) from exc
-    try:
-        data = datasets.load_dataset(repo_id, split=split)
-    except Exception as exc:
-        raise TaskError(f"{repo_id}: could not load from the hub ({type(exc).__name__}: {exc}); "
-                        "download it and pass the local file instead") from exc
-    if isinstance(data, datasets.DatasetDict):
-        merged = TaskSet(())
-        for split_name in sorted(data):
-            merged = merged.merge(load_rows(data[split_name], source=source, origin=f"{repo_id}:{split_name}",
-                                            validate=validate))
-        return merged
-    return load_rows(data, source=source, origin=repo_id, validate=validate)
+    merged = TaskSet(())
+    for split_name, rows in download_splits(repo_id, split).items():
+        origin = repo_id if split else f"{repo_id}:{split_name}"
+        merged = merged.merge(load_rows(rows, source=source, origin=origin, validate=validate))
+    return merged
 
 
 def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
@@ -185,14 +196,15 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
 
     - a folder with ``level1/`` ...: KernelBench; another folder or a ``.py`` file: the user's own tasks
     - a ``.parquet`` file: CUDA-Agent-Ops-6K layout
-    - ``hub:kernelbench`` / ``hub:ops6k`` / ``hub:<repo id>``: the Hugging Face hub
+    - ``hub:kernelbench`` / ``hub:ops6k``: the hub's copy, fetched into the cache once (`cuda_agent.tasks.hub`);
+      ``hub:<repo id>``: any hub dataset with a ``code`` column
     """
     if spec.startswith("hub:"):
         name = spec[4:]
         if name in {"kernelbench", KERNELBENCH_HUB_ID}:
-            return load_hub_dataset(KERNELBENCH_HUB_ID, source="kernelbench-hf", validate=validate)
+            return load_kernelbench_dir(fetch_kernelbench().path, validate=validate)
         if name in {"ops6k", OPS6K_HUB_ID}:
-            return load_hub_dataset(OPS6K_HUB_ID, split="train", source="ops6k", validate=validate)
+            return load_parquet(fetch_ops6k().path, validate=validate)
         return load_hub_dataset(name, source="hub", validate=validate)
     path = Path(spec)
     if path.suffix == ".parquet":
@@ -202,10 +214,13 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
 
 def resolve_task(spec: str) -> Task:
     """One task from what a user types: a task file path, or a KernelBench id (``L1/19_ReLU``, ``level1/19_ReLU``,
-    ``L1/19``) looked up in the KernelBench folder (``$CUDA_AGENT_KERNELBENCH`` or ``../shared/kernelbench``)."""
+    ``L1/19``) looked up in the KernelBench folder (see `cuda_agent.testing.kernelbench_root`).
+
+    Only the syntax is checked here: the task is about to be evaluated, and the evaluator runs it in its own
+    isolated process, which reports a task that fails as clearly as a dry run would."""
     path = Path(spec)
     if path.suffix == ".py" and path.is_file():
-        return load_task_file(path)
+        return load_task_file(path, validate=False)
     match = re.fullmatch(r"(?:L|level_?)(\d)/(\d+)(?:_.*)?", spec.removesuffix(".py"), re.IGNORECASE)
     if not match:
         raise TaskError(f"{spec}: not a task file, nor a KernelBench id such as L1/19_ReLU")
@@ -213,9 +228,10 @@ def resolve_task(spec: str) -> Task:
 
     root = kernelbench_root()
     if root is None:
-        raise TaskError(f"{spec}: no KernelBench folder found; set CUDA_AGENT_KERNELBENCH to a folder with level1/ ...")
+        raise TaskError(f"{spec}: no KernelBench folder found; set CUDA_AGENT_KERNELBENCH to a folder with level1/ "
+                        "..., or download it with: cuda-agent data fetch kernelbench")
     level, number = int(match.group(1)), match.group(2)
     hits = sorted((root / f"level{level}").glob(f"{number}_*.py"))
     if not hits:
         raise TaskError(f"{spec}: no task {number} in {root / f'level{level}'}")
-    return load_task_file(hits[0], source="kernelbench", level=level)
+    return load_task_file(hits[0], source="kernelbench", level=level, validate=False)

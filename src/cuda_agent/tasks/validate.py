@@ -6,12 +6,16 @@ Validation executes the module and calls ``get_init_inputs()``, ``Model(...)`` a
 from __future__ import annotations
 
 import ast
+import logging
 import re
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from cuda_agent.errors import TaskError
+
+log = logging.getLogger(__name__)
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
@@ -61,7 +65,20 @@ class TaskSignature:
 
 
 def dry_run(code: str, origin: str) -> TaskSignature:
-    """Execute the task on the meta device: build ``Model`` and call ``get_inputs``; raise `TaskError` on failure."""
+    """Execute the task on the meta device: build ``Model`` and call ``get_inputs``; raise `TaskError` on failure.
+
+    Warnings the task raises while it runs (PyTorch's deprecation notes, ...) are logged at debug level, not shown:
+    they say nothing about whether the task is usable."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return _dry_run(code, origin)
+        finally:
+            for warning in caught:
+                log.debug("%s: %s: %s", origin, warning.category.__name__, warning.message)
+
+
+def _dry_run(code: str, origin: str) -> TaskSignature:
     import torch
 
     check_syntax(code, origin)

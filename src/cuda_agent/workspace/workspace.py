@@ -150,11 +150,19 @@ class Workspace:
 
 def create_workspace(task: Task, root: str | Path, *, overwrite: bool = False,
                      solution: dict[str, bytes | str] | None = None) -> Workspace:
-    """Create a workspace for ``task`` at ``root`` (which must not exist, or be empty, unless ``overwrite``)."""
+    """Create a workspace for ``task`` at ``root``, which must not exist or be empty; with ``overwrite`` it may also
+    hold a workspace (with its manifest), which is replaced. Any other folder is refused with `WorkspaceError`:
+    replacing it would delete files that are not ours."""
     root = Path(root).resolve()
+    if root.exists() and not root.is_dir():
+        raise WorkspaceError(f"{root} is a file, not a folder; pick another path")
     if root.exists() and any(root.iterdir()):
+        if not (root / MANIFEST).is_file():
+            raise WorkspaceError(f"{root} exists, is not empty and is not a workspace (no {MANIFEST}); pick another "
+                                 "folder, or empty it yourself")
         if not overwrite:
-            raise WorkspaceError(f"{root} exists and is not empty; pick another folder or pass overwrite=True")
+            raise WorkspaceError(f"{root} already holds a workspace; pick another folder, or pass --force to "
+                                 "replace it")
         shutil.rmtree(root)
     (root / KERNELS).mkdir(parents=True, exist_ok=True)
     (root / ".cuda_agent").mkdir(exist_ok=True)

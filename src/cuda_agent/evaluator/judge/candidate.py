@@ -24,7 +24,7 @@ from typing import Any
 from cuda_agent.errors import SandboxError
 from cuda_agent.evaluator.runner import wire
 from cuda_agent.evaluator.runner.shm import SharedRegion
-from cuda_agent.sandbox.process import ConfinedSpec, process_tree, spawn_confined
+from cuda_agent.sandbox.process import ConfinedSpec, exit_code_from, process_tree, spawn_confined
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class Spare:
     warm worker keeps one, and the next evaluation adopts it instead of waiting seconds for a new one."""
 
     sock_fd: int
+    status_fd: int
     pgid: int
     root: str
     gpu: bool
@@ -86,7 +87,8 @@ def make_spare(gpu: bool) -> Spare:
     proc.spawn()
     assert proc._sock is not None and proc._proc is not None
     fd = proc._sock.detach()
-    return Spare(fd, proc._proc.pid, root, gpu, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    assert proc._status_fd is not None
+    return Spare(fd, proc._status_fd, proc._proc.pid, root, gpu, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
 
 
 def offer_spare(spare: Spare | None) -> None:
@@ -108,6 +110,7 @@ def take_spare(gpu: bool, visible: str) -> Spare | None:
     except (ProcessLookupError, PermissionError):
         pass
     os.close(spare.sock_fd)
+    os.close(spare.status_fd)
     shutil.rmtree(spare.root, ignore_errors=True)
     return None
 
@@ -132,12 +135,14 @@ class CandidateProcess:
         self._started = 0.0
         self.startup_s = 0.0
         self._pgid: int | None = None
+        self._status_fd: int | None = None
 
     @classmethod
     def adopt(cls, spare: Spare) -> "CandidateProcess":
         """Take over a spare process (its scratch folder is ``spare.root``/scratch)."""
         proc = cls(scratch=Path(spare.root) / "scratch", gpu=spare.gpu, sandboxed=True)
         proc._sock = socket.socket(fileno=spare.sock_fd)
+        proc._status_fd = spare.status_fd
         proc._pgid = spare.pgid
         proc._started = time.perf_counter()
         return proc
@@ -165,8 +170,16 @@ class CandidateProcess:
                 ro = {f"{RUNNER_MOUNT}": runner_copy(), **self.ro_dirs}
                 spec = ConfinedSpec(scratch=self.scratch, ro_dirs=ro, gpu=self.gpu, single_process=True,
                                     env={"PYTHONPATH": RUNNER_MOUNT, **self.env})
-                self._proc = spawn_confined(spec, command, pass_fds=(theirs.fileno(),), stdout=log_fh.fileno(),
-                                            stderr=subprocess.STDOUT)
+                status_r, status_w = os.pipe()
+                try:
+                    self._proc = spawn_confined(spec, command, pass_fds=(theirs.fileno(),), stdout=log_fh.fileno(),
+                                                stderr=subprocess.STDOUT, status_fd=status_w)
+                except BaseException:
+                    os.close(status_r)
+                    raise
+                finally:
+                    os.close(status_w)
+                self._status_fd = status_r
             else:
                 env = {**os.environ, "PYTHONPATH": runner_copy(), **self.env}
                 self._proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), cwd=self.scratch, env=env,
@@ -212,6 +225,9 @@ class CandidateProcess:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        if self._status_fd is not None:
+            os.close(self._status_fd)
+            self._status_fd = None
         if self._pgid is not None:
             try:
                 os.killpg(self._pgid, signal.SIGKILL)
@@ -223,6 +239,9 @@ class CandidateProcess:
     @property
     def pgid(self) -> int | None:
         return self._pgid
+
+    def _alive(self) -> bool:
+        return self._wait_exit(0.05) is False
 
     def _wait_exit(self, timeout: float) -> int | bool | None:
         """The exit code (a child of ours), True (ended, not ours to reap), or False (still running)."""
@@ -271,7 +290,17 @@ class CandidateProcess:
         except (socket.timeout, TimeoutError) as exc:
             raise CandidateGone("timeout", f"the candidate did not answer within {timeout:.1f} s (a hang or an "
                                            "endless kernel)", self.log_tail()) from exc
-        except (wire.WireError, OSError) as exc:
+        except wire.WireClosed as exc:
+            raise self._ended(exc) from exc
+        except wire.WireError as exc:
+            if self._alive():
+                # Rationale: only the runner writes replies; anything else on the channel is the candidate's code
+                # writing to its process's descriptors (a forged reply), and ends the evaluation.
+                raise CandidateGone("crashed", f"the candidate's process wrote something that is not the "
+                                               f"evaluator's reply ({exc}); its channel is not the candidate's to "
+                                               "use", self.log_tail()) from exc
+            raise self._ended(exc) from exc
+        except OSError as exc:
             raise self._ended(exc) from exc
         for fd in extra:
             os.close(fd)
@@ -280,6 +309,11 @@ class CandidateProcess:
     def _ended(self, exc: BaseException) -> CandidateGone:
         status = self._wait_exit(5.0)
         code = status if isinstance(status, int) and not isinstance(status, bool) else None
+        if self._status_fd is not None:  # bubblewrap's own report (the only one there is for an adopted spare)
+            reported = exit_code_from(self._status_fd, 2.0)
+            code = reported if reported is not None else code
+        if code is not None and code > 128 and self.sandboxed:
+            code = -(code - 128)  # bubblewrap exits with 128 + the signal that ended the command
         text = self.log_tail()
         lower = text.lower()
         if "out of memory" in lower or code == -signal.SIGKILL:

@@ -20,7 +20,8 @@ STRICT_ALLOWED_OPS = re.compile(
     r"^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|zeros|zeros_like|ones|ones_like|full|"
     r"full_like|fill_|zero_|resize_|new_zeros|new_ones|new_full|scalar_tensor|lift_fresh|detach|alias|view|"
     r"as_strided|reshape|_reshape_alias|expand|permute|transpose|t|squeeze|unsqueeze|select|slice|narrow|unfold|"
-    r"split|chunk|unbind|flatten|unflatten|contiguous|record_stream|set_)$")
+    r"split|chunk|unbind|flatten|unflatten|contiguous|record_stream|set_|item|_local_scalar_dense|size|stride|"
+    r"is_contiguous|numel|dim)$")
 
 
 def _normal(name: str) -> str:
@@ -59,7 +60,8 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
     own_full = {_normal(k) for k in own_kernels}
     own_base = {_base(k) for k in own_kernels}
     missing_copy = [t for t in tokens if expect_copies and not any(
-        r.get("kind") == "memcpy" for r in calls.get(f"copy:{t}", []))]
+        r.get("kind") == "memcpy" or (r.get("kind") == "op" and r.get("name") == "aten::copy_")
+        for r in calls.get(f"copy:{t}", []))]
     if missing_copy:
         # Rationale: the tap runs in the candidate's process; the runner's own copy of the outputs happens in every
         # call, so a call whose records lack it had its records switched off or filtered.
@@ -68,6 +70,11 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
     forbidden: dict[str, int] = {}
     for token in tokens:
         for record in calls.get(str(token), []):
+            if record.get("kind") == "op":
+                op = str(record.get("name") or "")
+                if strict and not STRICT_ALLOWED_OPS.match(op):
+                    forbidden[op] = forbidden.get(op, 0) + 1
+                continue
             if record.get("kind") != "kernel":
                 continue
             result.launches += 1
@@ -86,12 +93,12 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
     if forbidden:
         shown = ", ".join(f"{k} x{n}" for k, n in sorted(forbidden.items())[:8])
         result.rules.append(("torch_compute_in_forward", f"PyTorch compute in forward: {shown}"))
-    if own_kernels and result.launches and not result.own_launched:
-        # Rationale: decoy kernels. A solution whose compiled kernels never run does its work elsewhere.
-        names = ", ".join(sorted(own_base)[:6])
-        result.rules.append(("decoy_kernel", f"none of the solution's compiled kernels ({names}) was launched"))
-    if not result.launches and own_kernels:
-        result.rules.append(("decoy_kernel", "forward launched no kernel at all"))
+    if own_kernels and not result.own_launched:
+        # A note, not a rule: a solution may compile a fallback it never needs (cuBLAS did the work), and where the
+        # work went elsewhere that is PyTorch compute (refused in strict mode above) or allowed (relaxed mode, as in
+        # KernelBench). Compiled-but-unused kernels are worth telling the agent about.
+        names = ", ".join(sorted(n for n in own_base if n)[:6])
+        result.notes.append(f"none of the solution's compiled kernels ({names}) was launched by forward")
     return result
 
 

@@ -28,9 +28,6 @@ from cuda_agent.evaluator.stats import TimingStats, median
 
 PAIRED_TIME_CAP_S = 0.5
 CROSS_CHECK_FLOOR_MS = 0.01
-# On a CPU the runner's own clock and the judge's share the cores with everything else, so only a gross forgery is
-# named there; the timing that earns rewards is a GPU's.
-CPU_TOLERANCE, CPU_FLOOR_MS = 0.5, 1.0
 
 
 def candidate_stats(samples: list[Sample], null: list[Sample], cuda: bool) -> TimingStats:
@@ -58,16 +55,14 @@ class CrossCheck:
                 "allowed_ms": self.allowed_ms, "noise_ms": self.noise_ms}
 
 
-def cross_check(stats: TimingStats, samples: list[Sample], null: list[Sample], tolerance: float,
-                cuda: bool = True) -> CrossCheck:
+def cross_check(stats: TimingStats, samples: list[Sample], null: list[Sample], tolerance: float) -> CrossCheck:
     """Rationale: a candidate with native code can rewrite any number its process reports. The judge's own clock of
-    the round trips bounds the real time from below; see the module docstring."""
-    if not cuda:
-        tolerance = max(tolerance, CPU_TOLERANCE)
+    the round trips bounds the real time from below; see the module docstring. (Judged on a GPU only: on a CPU the
+    candidate's compute threads and the judge share the cores with everything else, and the bound is noise.)"""
     overhead = median([s.wall_ms for s in null])
     bound = median([s.wall_ms for s in samples]) - overhead
     spread = median([abs(s.wall_ms - overhead) for s in null])  # median absolute deviation of the overhead
-    noise = (CROSS_CHECK_FLOOR_MS if cuda else CPU_FLOOR_MS) + 3.0 * 1.4826 * spread * 1.2533 * (1 / math.sqrt(len(null)) + 1 / math.sqrt(
+    noise = CROSS_CHECK_FLOOR_MS + 3.0 * 1.4826 * spread * 1.2533 * (1 / math.sqrt(len(null)) + 1 / math.sqrt(
         max(1, len(samples))))
     allowed = stats.median_ms * (1.0 + tolerance) + noise
     return CrossCheck(bound <= allowed, bound, stats.median_ms, allowed, noise)

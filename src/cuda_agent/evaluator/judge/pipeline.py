@@ -24,7 +24,7 @@ import torch
 
 from cuda_agent.errors import SandboxError, TaskError
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.judge import compare, kernels, measure, reference
+from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
 from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, solution_kind
 from cuda_agent.evaluator.judge.session import CallFailed, JudgeState, Session
@@ -117,6 +117,7 @@ class Evaluation:
         self.state = JudgeState()
         self.clock = PhaseClock()
         self._rng = random.Random(config.seed) if config.seed is not None else random.SystemRandom()
+        self.processes: dict[str, Any] = {}
 
     def seed(self) -> int:
         return self._rng.getrandbits(48)
@@ -144,7 +145,7 @@ class Evaluation:
             scratch.mkdir()
             os.chmod(scratch, 0o777)
             proc = CandidateProcess(scratch=scratch, gpu=self.cuda, sandboxed=sandboxed, env=visible,
-                                    tap=self.cuda and self.config.runtime_audit)
+                                    tap=self.config.runtime_audit)
             proc.spawn()
         try:
             return self._run(proc, proc.scratch, sandboxed)
@@ -187,53 +188,34 @@ class Evaluation:
                                                             self.device, [self.seed() for _ in range(3)])
 
         clock.start("candidate_process")
-        try:
-            proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
-            clock.start("candidate_load")
-            self._load(proc, prepared, model_seed, init, perturb, ref_model)
-        except CandidateGone as exc:
-            return self._failed(prepared, exc.stage, exc.reason, exc.log)
-        except CallFailed as exc:
-            return self._failed(prepared, exc.stage, exc.reason, exc.log)
-
         session = Session(proc=proc, config=config, device=self.device, module=module, ref_model=ref_model,
                           fp32=fp32, deadline=self.deadline, state=state, seed=self.seed,
                           constant_output=constant)
         try:
-            return self._calls(session, proc, prepared, probe_inputs, baselines, ref_model, module)
-        except CallFailed as exc:
+            proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
+            self.processes = {"judge": os.getpid(), "candidate": proc.pid, "sandboxed": sandboxed}
+            clock.start("calibration")
+            sets = [session.buffers_for(probe_inputs) for _ in range(measure.timing_set_count(probe_inputs,
+                                                                                                self.device))]
+            if config.profile:
+                session.calibrate(sets[0], lambda: reference.make_inputs(module, self.seed(), self.device))
+            clock.start("candidate_load")
+            self._load(proc, prepared, model_seed, init, perturb, ref_model)
+            return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
+        except (CallFailed, CandidateGone) as exc:
             return self._failed(prepared, exc.stage, exc.reason, exc.log)
         finally:
             session.close()
 
     def _degenerate(self, module: Any, init: list[Any], seed: int) -> tuple[bool, bool]:
-        """(perturb, constant). Rationale: some tasks output a constant at their module's initialisation (L2/23:
-        a GroupNorm's unit weight and zero bias make the mean exactly zero; the reference is rounding noise), so a
-        constant passes. Where a constant would pass the tolerance, the outputs at the module's initialisation are
-        compared with those under perturbed parameters (`runner.perturb`): much smaller means the initialisation is
-        degenerate, and the evaluation uses the perturbed parameters. ``constant``: outputs bitwise equal for
-        different inputs (the task computes a constant whatever its inputs; the tiny-output check is off)."""
-        inputs = [reference.make_inputs(module, self.seed(), self.device) for _ in range(2)]
-
-        def outputs(perturb: bool) -> list[Any]:
-            model = reference.build_model(module, seed, self.device, init, perturb=perturb)
-            with torch.no_grad():
-                return [model(*x) for x in inputs]
-
-        plain = outputs(False)
-        if not _tiny(plain, self.config):
-            return False, False
-        perturb = False
-        perturbed = outputs(True)
-        if _rms(perturbed) > 0 and _rms(plain) < 1e-3 * _rms(perturbed):
-            perturb, plain = True, perturbed
+        found = degenerate.classify(module, init, seed, self.device, self.config.tolerances, self.seed)
+        if found.perturb:
             self.state.notes.append("the task's outputs are (nearly) constant at its module's initialisation; it was "
                                     "verified with perturbed parameters (constant initialisations drawn around "
                                     "their constants, the same in ModelNew built under the same seed)")
-        constant = _bitwise_equal(plain[0], plain[1])
-        if constant:
+        if found.constant:
             self.state.notes.append("the task's outputs do not depend on its inputs; the tiny-output check is off")
-        return perturb, constant
+        return found.perturb, found.constant
 
     def _load(self, proc: CandidateProcess, prepared: Prepared, seed: int, init: list[Any], perturb: bool,
               ref_model: torch.nn.Module) -> None:
@@ -241,7 +223,7 @@ class Evaluation:
         message = {"op": "load", "device": "cuda:0" if self.cuda else "cpu", "kind": prepared.kind, "module": prepared.module,
                    "library": prepared.library, "inline_dir": prepared.inline_dir, "seed": seed,
                    "init_inputs": [encode(v) for v in init], "perturb_init": perturb,
-                   "kernel_tap": bool(self.cuda and self.config.runtime_audit)}
+                   "kernel_tap": bool(self.config.runtime_audit)}
         reply = proc.request(message, timeout=self.remaining())
         if not reply.get("ok"):
             raise CallFailed(str(reply.get("stage", "runtime_error")), str(reply.get("reason", ""))[:3000],
@@ -270,13 +252,11 @@ class Evaluation:
                                     "otherwise create the layers in the reference's order under the same seed")
 
     # -- the calls ----------------------------------------------------------------------------------------------
-    def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, first_inputs: list[Any],
+    def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, sets: list[Any],
                baselines: Any, ref_model: torch.nn.Module, module: Any) -> EvalResult:
         config, state, clock = self.config, self.state, self.clock
         clock.start("calls")
-        n_sets = measure.timing_set_count(first_inputs, self.device)
-        sets = [session.buffers_for(first_inputs) for _ in range(n_sets)]
-        session.calibrate(sets[0], first_inputs)
+        n_sets = len(sets)
         variants = self._variant_plan(module) if config.variants else []
         positions = sorted(self._rng.sample(range(1, config.n_trials + len(variants) + 1), len(variants)))
         planned = dict(zip(positions, variants))
@@ -309,7 +289,7 @@ class Evaluation:
                     self._converged(session, loop_start):
                 break
         clock.start("kernel_audit")
-        inventory = session.inventory() if self.cuda and config.runtime_audit else None
+        inventory = session.inventory() if config.runtime_audit else None
         proc.close()  # Rationale: nothing of the candidate's may run while the judge times eager PyTorch again
         if inventory is not None:
             audit = kernels.audit(inventory, checked_tokens, prepared.own_kernels,
@@ -396,7 +376,7 @@ class Evaluation:
                     checks_run=tuple(state.checks), notes=tuple(state.notes),
                     build_seconds=prepared.build_seconds if prepared else None, max_abs_error=state.max_abs,
                     max_rel_error=state.max_rel, input_sets_checked=state.calls_checked,
-                    extra={"phase_seconds": dict(self.clock.seconds)})
+                    extra={"phase_seconds": dict(self.clock.seconds), "processes": dict(self.processes)})
 
     def _verdict_rules(self, prepared: Prepared | None, **fields: Any) -> EvalResult:
         violations = tuple(self.state.violations)
@@ -419,10 +399,11 @@ class Evaluation:
         config, state = self.config, self.state
         stats = measure.candidate_stats(session.samples, session.null_samples, self.cuda)
         fields: dict[str, Any] = {"candidate": stats}
-        check = measure.cross_check(stats, session.samples, session.null_samples, config.timing_tolerance, self.cuda)
+        check = measure.cross_check(stats, session.samples, session.null_samples, config.timing_tolerance)
         extra = {"timing_cross_check": check.to_dict()}
-        state.check("timing_cross_check")
-        if not check.ok:
+        if self.cuda:
+            state.check("timing_cross_check")
+        if not check.ok and self.cuda:  # on a CPU the cores are shared with everything: numbers only
             state.fire("timing_mismatch", f"the judge's clock gives at least {check.bound_ms:.4f} ms per call; the "
                                           f"candidate's process reported {check.reported_ms:.4f} ms")
         timing_sets = [[s.view if s is not None else x for s, x in zip(b.inputs, b.scalars)] for b in sets]
@@ -520,39 +501,3 @@ def _finite(value: Any) -> bool:
     if isinstance(value, torch.Tensor) and value.dtype.is_floating_point:
         return bool(torch.isfinite(value).all().item())
     return True
-
-
-def _floats(outputs: list[Any]) -> list[torch.Tensor]:
-    return [v for o in outputs for _, v in compare.flatten(o) if isinstance(v, torch.Tensor)
-            and v.dtype.is_floating_point and v.numel()]
-
-
-def _tiny(outputs: list[Any], config: EvalConfig) -> bool:
-    """Whether a constant would pass the tolerance on every floating output (the spread of the values within
-    atol + rtol * |mean|)."""
-    tensors = _floats(outputs)
-    if not tensors:
-        return False
-    for t in tensors:
-        flat = t.reshape(-1).double()
-        if not bool(torch.isfinite(flat).all()):
-            return False
-        mean = float(flat.mean())
-        spread = float((flat - mean).abs().max())
-        atol, rtol = config.tolerances(str(t.dtype).removeprefix("torch."))
-        if spread > atol + rtol * abs(mean):
-            return False
-    return True
-
-
-def _rms(outputs: list[Any]) -> float:
-    tensors = _floats(outputs)
-    total = sum(float((t.double() ** 2).sum()) for t in tensors)
-    count = sum(t.numel() for t in tensors)
-    return (total / count) ** 0.5 if count else 0.0
-
-
-def _bitwise_equal(a: Any, b: Any) -> bool:
-    pairs = list(zip(compare.flatten(a), compare.flatten(b)))
-    return bool(pairs) and all(isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and
-                               compare.tensors_equal(x, y) for (_, x), (_, y) in pairs)

@@ -122,29 +122,18 @@ def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: 
 
 
 def _build(root: Path, config: EvalConfig, sandboxed: bool):  # noqa: ANN202 - BuildResult, imported lazily
-    import tempfile
-
-    from cuda_agent.build import build_workspace
     from cuda_agent.build.builder import default_cache_dir
+    from cuda_agent.build.confined import build_confined
 
     cache = Path(config.build_cache_dir) if config.build_cache_dir else default_cache_dir()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-stage-") as staging:
-        runner = None
-        if sandboxed:
-            from cuda_agent.sandbox import sandboxed_runner
-
-            try:
-                # Rationale: the compiler reads whatever the sources name (#include "/etc/shadow"); confined, it sees
-                # the toolchain, the workspace and its private staging folder only, never the cache it fills.
-                runner = sandboxed_runner(root, extra_rw=[staging], readonly_workspace=True)
-            except SandboxError as exc:
-                raise PrepareError("eval_error", str(exc)) from exc
-        try:
-            return build_workspace(root, arch=config.arch, cache_dir=cache, runner=runner, staging=staging)
-        except Exception as exc:  # noqa: BLE001 - any build failure is the candidate's build failure
-            raise PrepareError("build_failed", f"build error: {type(exc).__name__}: {exc}",
-                               build_seconds=time.perf_counter() - started) from exc
+    try:
+        return build_confined(root, arch=config.arch, cache_dir=cache, allow_unsandboxed=not sandboxed)
+    except SandboxError as exc:
+        raise PrepareError("eval_error", str(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - any build failure is the candidate's build failure
+        raise PrepareError("build_failed", f"build error: {type(exc).__name__}: {exc}",
+                           build_seconds=time.perf_counter() - started) from exc
 
 
 def _prepare_single_file(solution: Path, config: EvalConfig, scratch: Path, *, sandboxed: bool,

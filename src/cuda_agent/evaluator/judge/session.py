@@ -189,16 +189,26 @@ class Session:
         return Sample(label, wall_ms, num("event_ms"), num("host_ms"), num("copy_ms"))
 
     # -- calibration --------------------------------------------------------------------------------------------
-    def calibrate(self, bufset: BufferSet, inputs: list[Any]) -> None:
-        """Round trips of the runner's own null model (no candidate code): the wall-clock overhead of a call (IPC,
-        the output copy, the synchronisation) that the timing cross-check subtracts."""
+    def calibrate(self, bufset: BufferSet, make_inputs: Callable[[], list[Any]]) -> None:
+        """Round trips of the runner's own null model, before the candidate's code is loaded (so nothing of the
+        candidate's can slow them and widen the allowance): the wall-clock overhead of a call (IPC, the output copy,
+        the synchronisation) that the timing cross-check subtracts. The judge works around each exactly as around a
+        real call (fresh inputs, the flush, the reference and the comparison afterwards), so the device is in the
+        same state as for the calls the overhead is subtracted from."""
         for _ in range(NULL_CALLS):
+            inputs = make_inputs()
             self.token += 1
+            bufset.load(inputs)
+            self._flush()
             message = bufset.message(inputs, self.token)
             message["null"] = True
-            self._flush()
             reply, wall_ms = self._request(message)
             self.null_samples.append(self._sample("null", reply, wall_ms))
+            with torch.no_grad():
+                golden = self.ref_model(*inputs)
+            compare.compare_outputs(golden, golden, self.config.tolerances)
+            self._sync()
+            del golden
 
     # -- one call -----------------------------------------------------------------------------------------------
     def call(self, bufset: BufferSet, inputs: list[Any], label: str, *, timed: bool = False,

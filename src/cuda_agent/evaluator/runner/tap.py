@@ -82,6 +82,14 @@ def attribute(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         elif cat in ("cpu_op", "operator") and args.get("External id") is not None:
             ops.setdefault(args["External id"], str(e.get("name", "")))
     calls: dict[str, list[dict[str, Any]]] = {}
+    for e in events:  # the PyTorch operators each call ran (on any device)
+        if e.get("cat") in ("cpu_op", "operator") and str(e.get("name", "")).startswith("aten::"):
+            ts = float(e.get("ts", 0))
+            i = bisect.bisect_right(starts, ts) - 1
+            if i >= 0 and ts <= ranges[i][1]:
+                rows = calls.setdefault(ranges[i][2], [])
+                if len(rows) < _MAX_PER_CALL:
+                    rows.append({"name": str(e["name"])[:200], "kind": "op", "op": str(e["name"])[:200]})
     for e in events:
         kind = _GPU_KINDS.get(str(e.get("cat")))
         if kind is None:

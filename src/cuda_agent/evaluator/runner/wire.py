@@ -17,7 +17,11 @@ MAX_FDS = 64
 
 
 class WireError(Exception):
-    """The other side closed the connection, or sent something that is not a message."""
+    """The other side sent something that is not a message."""
+
+
+class WireClosed(WireError):
+    """The other side closed the connection (at a message boundary or in the middle of one)."""
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | tuple[int, ...] = ()) -> None:
@@ -37,7 +41,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     while n:
         chunk = sock.recv(min(n, 1 << 20))
         if not chunk:
-            raise WireError("the connection closed in the middle of a message")
+            raise WireClosed("the connection closed in the middle of a message")
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
@@ -49,7 +53,7 @@ def receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
     fds: list[int] = []
     data, ancillary, _flags, _addr = sock.recvmsg(1, socket.CMSG_LEN(MAX_FDS * 4))
     if not data:
-        raise WireError("the connection closed")
+        raise WireClosed("the connection closed")
     for level, kind, blob in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             usable = len(blob) - len(blob) % 4

@@ -1,0 +1,249 @@
+"""Child processes that end with the command that started them.
+
+Why: cuda-agent starts workers in their own sessions (GPU pool workers, the evaluator's fork server, bubblewrap
+sandboxes) so that each can be killed whole. A new session also means that a terminal's Ctrl-C, a CI cancel's
+SIGTERM or a closed SSH session's SIGHUP never reaches them: without help they outlive the command, holding a
+GPU at 100%.
+
+How to use it:
+
+- Code that starts a worker in its own process group calls `register_group(pid)` after starting it and
+  `unregister_group(pid)` once it has reaped it, and checks `terminating()` before starting a replacement.
+- A command that starts workers runs inside `guard()` (the CLI does this for every such subcommand). The guard
+  makes this process a child subreaper (orphaned descendants are re-parented to it instead of to init, so they
+  stay findable), installs handlers for SIGTERM, SIGINT and SIGHUP, and on leaving, normally or not, kills every
+  registered group and every descendant.
+- On a signal the handler kills them all and raises `Terminated` (exit status 128 + the signal number), unless
+  the command asked for a graceful stop (``on_signal``): then the first signal calls it and the command winds
+  down on its own; a second signal kills at once.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Callable, Iterator
+
+log = logging.getLogger(__name__)
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_WAIT_S = 5.0
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread when a signal ends the command; the exit status is 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.groups: set[int] = set()
+        self.adopted: set[int] = set()
+        self.terminating = threading.Event()
+        self.graceful: Callable[[int], None] | None = None
+        self.signalled = 0
+        self.previous: dict[int, object] = {}
+
+
+_STATE = _State()
+
+
+def descendants(root_pid: int) -> list[int]:
+    """Host pids of every process below ``root_pid``, parents before children (read from /proc/*/stat; works
+    across sessions and PID namespaces)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        after = stat.rsplit(b")", 1)[-1].split()
+        if len(after) > 2:
+            children.setdefault(int(after[1]), []).append(int(entry.name))
+    found: list[int] = []
+    stack = [root_pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def kill_tree(pid: int) -> int:
+    """SIGKILL ``pid`` and every process below it, deepest first; return how many were signalled.
+
+    The ones below ``pid`` lose their parent with it, so a subreaper adopts them: they are remembered and reaped
+    (by pid, never with ``waitpid(-1)``, which would take the exit status a `subprocess.Popen` waits for), so that
+    a long-running command does not pile up zombies."""
+    doomed = [pid, *descendants(pid)]
+    count = sum(_kill(victim) for victim in reversed(doomed))
+    with _STATE.lock:
+        _STATE.adopted.update(doomed[1:])
+    reap_adopted()
+    return count
+
+
+def reap_adopted() -> None:
+    """Reap the killed descendants this process adopted (see `kill_tree`); forget those that are gone."""
+    with _STATE.lock:
+        candidates = list(_STATE.adopted)
+    for pid in candidates:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid if not os.path.exists(f"/proc/{pid}") else 0
+        if done:
+            with _STATE.lock:
+                _STATE.adopted.discard(pid)
+
+
+def kill_group(pgid: int) -> int:
+    """SIGKILL the tree below a group's leader (children that started sessions of their own included), then the
+    whole group (members whose parent already died); return how many processes were signalled."""
+    count = kill_tree(pgid)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return count
+
+
+def register_group(pgid: int) -> None:
+    """Record a child's process group (its pid, for a child started with ``start_new_session=True``) so that
+    `kill_all` ends it. If the command is already ending, the group is killed at once."""
+    with _STATE.lock:
+        _STATE.groups.add(pgid)
+    if _STATE.terminating.is_set():
+        kill_group(pgid)
+    reap_adopted()
+
+
+def unregister_group(pgid: int) -> None:
+    """Forget a group whose leader has been reaped (its pid may be reused)."""
+    with _STATE.lock:
+        _STATE.groups.discard(pgid)
+
+
+def terminating() -> bool:
+    """True once a signal is ending the command: start no new worker."""
+    return _STATE.terminating.is_set()
+
+
+def kill_all(*, include_descendants: bool = True) -> int:
+    """Kill every registered group and (by default) every descendant of this process; return how many processes
+    were signalled."""
+    with _STATE.lock:
+        groups = list(_STATE.groups)
+    count = sum(kill_group(pgid) for pgid in groups)
+    if include_descendants:
+        count += sum(_kill(pid) for pid in reversed(descendants(os.getpid())))
+    return count
+
+
+def _reap(deadline_s: float) -> None:
+    """Wait until no descendant is left alive (zombies of ours are reaped), for at most ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while True:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == 0:
+                break
+        alive = [p for p in descendants(os.getpid()) if not _is_zombie(p)]
+        if not alive or time.monotonic() > end:
+            if alive:
+                log.error("processes %s did not die after SIGKILL", alive)
+            return
+        for pid in alive:
+            _kill(pid)
+        time.sleep(0.02)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _set_subreaper(on: bool) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+    except (OSError, AttributeError):
+        log.debug("cannot set the child subreaper flag; orphaned workers may escape the process tree walk")
+
+
+def _handle(signum: int, _frame: object) -> None:
+    _STATE.signalled += 1
+    graceful = _STATE.graceful
+    if graceful is not None and _STATE.signalled == 1:
+        log.warning("received %s: stopping (send it again to kill every worker now)", signal.Signals(signum).name)
+        graceful(signum)
+        return
+    _STATE.terminating.set()
+    killed = kill_all()
+    log.warning("received %s: killed %d worker process(es)", signal.Signals(signum).name, killed)
+    raise Terminated(signum)
+
+
+def install(on_signal: Callable[[int], None] | None = None) -> None:
+    """Install the handlers (main thread only) and become a child subreaper. ``on_signal(signum)``, if given,
+    is called on the first signal instead of killing: it must return quickly (start the stop, do not wait)."""
+    _STATE.graceful = on_signal
+    _STATE.signalled = 0
+    _STATE.terminating.clear()
+    _set_subreaper(True)
+    for signum in SIGNALS:
+        previous = signal.signal(signum, _handle)
+        _STATE.previous.setdefault(signum, previous)
+
+
+def set_graceful(on_signal: Callable[[int], None] | None) -> None:
+    """Change what the first signal does (see `install`)."""
+    _STATE.graceful = on_signal
+
+
+def shutdown() -> None:
+    """Kill whatever is left of the command's processes, reap them, and restore the previous handlers."""
+    _STATE.terminating.set()
+    kill_all()
+    _reap(_REAP_WAIT_S)
+    for signum, previous in _STATE.previous.items():
+        signal.signal(signum, previous)  # type: ignore[arg-type]
+    _STATE.previous.clear()
+    _STATE.graceful = None
+    _STATE.terminating.clear()
+    _set_subreaper(False)
+
+
+@contextlib.contextmanager
+def guard(on_signal: Callable[[int], None] | None = None) -> Iterator[None]:
+    """`install` on entry, `shutdown` on exit: no process started inside outlives the block."""
+    install(on_signal)
+    try:
+        yield
+    finally:
+        shutdown()

@@ -1,0 +1,179 @@
+"""Unit tests of the judge/candidate split's parts: shared memory, the wire, buffers with canaries, the timing
+cross-check, the kernel audit, perturbed construction, value encoding and the one-process filter."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.evaluator.judge import kernels, measure
+from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
+from cuda_agent.evaluator.judge.session import Sample
+from cuda_agent.evaluator.judge.values import encode
+from cuda_agent.evaluator.runner import wire
+from cuda_agent.evaluator.runner.perturb import perturbed_init
+from cuda_agent.evaluator.runner.serve import decode_value
+from cuda_agent.evaluator.runner.shm import SharedMemoryError, SharedRegion
+from cuda_agent.errors import TaskError
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def test_shared_region_crosses_as_a_descriptor_and_bounds_views() -> None:
+    region = SharedRegion.create(4096, "cpu")
+    twin = SharedRegion.attach(os.dup(region.fd), region.nbytes, "cpu")
+    a = region.view(512, [4, 8], [8, 1], torch.float32)
+    b = twin.view(512, [4, 8], [8, 1], torch.float32)
+    a.copy_(torch.arange(32, dtype=torch.float32).view(4, 8))
+    assert torch.equal(b, a) and b.data_ptr() != a.data_ptr()
+    with pytest.raises(SharedMemoryError):
+        region.view(512, [2000], [1], torch.float32)  # past the end
+    with pytest.raises(SharedMemoryError):
+        region.view(100, [4], [1], torch.float32)  # unaligned
+    twin.close()
+    region.close()
+
+
+def test_wire_carries_messages_and_descriptors() -> None:
+    left, right = socket.socketpair()
+    r, w = os.pipe()
+    try:
+        wire.send(left, {"op": "x", "n": float("inf"), "text": "é" * 10}, fds=[r])
+        message, fds = wire.receive(right)
+        assert message["op"] == "x" and message["n"] == float("inf") and len(fds) == 1
+        os.write(w, b"z")
+        assert os.read(fds[0], 1) == b"z"
+        os.close(fds[0])
+        left.sendall(b"\x05\x00\x00\x00[1,2")  # not an object, then cut short
+        left.close()
+        with pytest.raises(wire.WireError):
+            wire.receive(right)
+    finally:
+        right.close()
+        os.close(r)
+        os.close(w)
+
+
+def test_buffers_detect_out_of_bounds_writes_and_mutated_inputs() -> None:
+    inputs = [torch.randn(3, 5), 7]
+    bufset = BufferSet(inputs, [("out", torch.zeros(3, 5))], torch.device("cpu"), region_ids())
+    bufset.load(inputs)
+    out = bufset.outputs[0].view
+    assert torch.isnan(out).all()  # poisoned until written
+    assert bufset.broken_canaries() == [] and bufset.mutated_inputs(inputs) == []
+    message = bufset.message(inputs, 1)
+    assert message["args"][1] == {"v": 7} and message["outs"][0][2] == [3, 5]
+    slot = bufset.inputs[0]
+    slot.region.flat[512 + slot.nbytes] = slot.region.flat[512 + slot.nbytes] ^ 1  # one byte past the input
+    assert bufset.broken_canaries() == ["input 0"]
+    slot.view[0, 0] += 1.0
+    assert bufset.mutated_inputs(inputs) == ["input 0"]
+    assert bufset.matches([torch.randn(3, 5), 7]) and not bufset.matches([torch.randn(4, 5), 7])
+    bufset.close()
+
+
+def _samples(times: list[float], label: str = "call") -> list[Sample]:
+    return [Sample(label, wall, event, event + 0.01, 0.0) for wall, event in times]
+
+
+def test_cross_check_accepts_agreeing_clocks_and_names_a_forged_time() -> None:
+    null = _samples([(0.100 + 0.001 * (i % 3), 0.0) for i in range(24)], "null")
+    honest = _samples([(0.100 + 2.0 + 0.002 * (i % 5), 2.0 + 0.001 * (i % 4)) for i in range(60)])
+    stats = measure.candidate_stats(honest, null, cuda=True)
+    check = measure.cross_check(stats, honest, null, tolerance=0.03)
+    assert check.ok and check.bound_ms == pytest.approx(2.003, abs=0.01)
+    forged = _samples([(0.100 + 2.0, 1.5) for _ in range(60)])  # reports 1.5 ms of a 2 ms call
+    stats = measure.candidate_stats(forged, null, cuda=True)
+    assert stats.median_ms == pytest.approx(1.5, abs=0.05)
+    assert not measure.cross_check(stats, forged, null, tolerance=0.03).ok
+
+
+def _inventory(calls: dict[str, list[dict]]) -> dict:
+    return {"ok": True, "tap": True, "calls": calls}
+
+
+COPY = {"name": "Memcpy DtoD", "kind": "memcpy", "op": "aten::copy_", "dur_us": 1.0}
+
+
+def test_kernel_audit_attributes_by_operator_not_by_name() -> None:
+    own = ("void linear<64>(float const*, float*, long)", "softmax_kernel(float const*, float*, int)")
+    honest = _inventory({
+        "1": [{"name": "void linear<64>(float const*, float*, long)", "kind": "kernel", "op": ""},
+              {"name": "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n", "kind": "kernel", "op": ""}],  # cuBLAS from own C++
+        "copy:1": [COPY]})
+    assert kernels.audit(honest, [1], own, strict=True, expect_copies=True).rules == []
+    torch_mm = _inventory({"1": [{"name": "sm90_xmma_gemm_f32f32", "kind": "kernel", "op": "aten::mm"},
+                                 {"name": "softmax_kernel(float const*, float*, int)", "kind": "kernel", "op": ""}],
+                           "copy:1": [COPY]})
+    rules = [r for r, _ in kernels.audit(torch_mm, [1], own, strict=True, expect_copies=True).rules]
+    assert rules == ["torch_compute_in_forward"]
+    assert kernels.audit(torch_mm, [1], own, strict=False, expect_copies=True).rules == []  # relaxed allows it
+    zeros = _inventory({"1": [{"name": "void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>",
+                               "kind": "kernel", "op": "aten::zero_"},
+                              {"name": "softmax_kernel(float const*, float*, int)", "kind": "kernel", "op": ""}],
+                        "copy:1": [COPY]})
+    assert kernels.audit(zeros, [1], own, strict=True, expect_copies=True).rules == []
+
+
+def test_kernel_audit_notes_unused_kernels_and_names_a_silenced_tap() -> None:
+    own = ("my_kernel(float*)",)
+    decoy = _inventory({"1": [{"name": "void at::native::reduce_kernel<512, 1>", "kind": "kernel",
+                               "op": "aten::sum"}], "copy:1": [COPY]})
+    relaxed = kernels.audit(decoy, [1], own, strict=False, expect_copies=True)
+    assert relaxed.rules == [] and any("my_kernel" in n for n in relaxed.notes)  # KernelBench's rules: allowed
+    strict = kernels.audit(decoy, [1], own, strict=True, expect_copies=True)
+    assert [r for r, _ in strict.rules] == ["torch_compute_in_forward"]
+    silenced = _inventory({"1": [{"name": "my_kernel(float*)", "kind": "kernel", "op": ""}]})  # no runner copy
+    assert [r for r, _ in kernels.audit(silenced, [1], own, strict=True, expect_copies=True).rules] == \
+        ["audit_evasion"]
+    assert [r for r, _ in kernels.audit({"ok": True, "tap": False}, [1], own, strict=True,
+                                        expect_copies=True).rules] == ["audit_evasion"]
+
+
+def test_perturbed_construction_is_identical_under_one_seed_and_breaks_constant_init() -> None:
+    def build(perturb: bool) -> torch.nn.Module:
+        torch.manual_seed(7)
+        with perturbed_init(perturb):
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.GroupNorm(2, 4), torch.nn.LayerNorm(5))
+
+    plain, first, second = build(False), build(True), build(True)
+    assert torch.equal(plain[1].weight, torch.ones(4)) and torch.equal(plain[1].bias, torch.zeros(4))
+    for a, b in zip(first.parameters(), second.parameters()):
+        assert torch.equal(a, b)
+    assert not torch.equal(first[1].weight, torch.ones(4)) and not torch.equal(first[2].bias, torch.zeros(5))
+    assert torch.nn.init.ones_(torch.empty(3)).eq(1).all()  # restored after the block
+
+
+def test_init_values_cross_as_data_only() -> None:
+    values = [3, 2.5, float("inf"), (1, 2), [4, [5]], torch.float16, torch.arange(6).reshape(2, 3), "name", None]
+    back = [decode_value(encode(v)) for v in values]
+    assert back[:3] == [3, 2.5, float("inf")] and back[3] == (1, 2) and back[4] == [4, [5]]
+    assert back[5] is torch.float16 and torch.equal(back[6], values[6]) and back[7:] == ["name", None]
+    with pytest.raises(TaskError):
+        encode(object())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+def test_the_candidate_process_cannot_fork_or_exec_but_can_thread() -> None:
+    script = textwrap.dedent("""
+        import os, threading, subprocess
+        from cuda_agent.evaluator.runner.confine import confine_to_one_process
+        assert confine_to_one_process()
+        t = threading.Thread(target=lambda: None); t.start(); t.join()
+        for attempt in (lambda: os.fork(), lambda: subprocess.run(["true"]), lambda: os.execv("/bin/true", ["true"])):
+            try:
+                attempt()
+                print("ESCAPED")
+            except OSError as exc:
+                print("refused", exc.errno)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": SRC})
+    assert done.returncode == 0, done.stderr
+    assert "ESCAPED" not in done.stdout and done.stdout.count("refused 1") == 3
