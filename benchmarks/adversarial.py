@@ -40,7 +40,7 @@ def run_corpus(cases: list[AdversarialCase], report: Callable[[str], None] = log
     secrets = plant_secrets()
     outcomes: list[Outcome] = []
     try:
-        with tempfile.TemporaryDirectory() as tmp, WarmWorker(env=secrets.env) as worker:
+        with tempfile.TemporaryDirectory() as tmp, WarmWorker(env=secrets.env_with_cache) as worker:
             for case in cases:
                 start = time.perf_counter()
                 try:
@@ -49,7 +49,7 @@ def run_corpus(cases: list[AdversarialCase], report: Callable[[str], None] = log
                     report(f"{case.device}/{case.name:32s} SKIPPED ({exc})")
                     continue
                 result = evaluate(task, case.materialise(Path(tmp)), eval_config(case, Path(tmp) / "baselines"),
-                                  worker=worker, env=secrets.env)
+                                  worker=worker, env=secrets.env_with_cache)
                 outcome = judge(case, result, secrets)
                 outcomes.append(outcome)
                 hole = f"  [known hole: {case.hole[:80]}]" if case.hole else ""

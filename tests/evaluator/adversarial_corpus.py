@@ -39,9 +39,7 @@ import pytest
 from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker
 from cuda_agent.evaluator.result import STAGES
 from cuda_agent.evaluator.rules import RULES
-from cuda_agent.workspace import create_workspace
-
-from evalcases import resolve_task
+from evalcases import materialise_folder, resolve_task
 
 ADVERSARIAL = Path(__file__).parent / "cases" / "adversarial"
 HEADER = re.compile(r"^# task: (?P<task>\S+)  mode: (?P<mode>strict|relaxed)  expect: (?P<expect>\S+)  "
@@ -108,25 +106,12 @@ class AdversarialCase:
 
     def materialise(self, root: Path) -> Path:
         """What the evaluator takes: the single file itself, or a real workspace for the task holding the case's
-        model_new.py and kernels/ (symlinks recreated as symlinks, never followed here)."""
+        model_new.py and kernels/ (`evalcases.materialise_folder`)."""
         if self.path.suffix == ".py":
             return self.path
         if self.single_file:
             return self.path / "solution.py"
-        ws = create_workspace(self.load_task(), root / self.name)
-        sources = [self.path / "model_new.py", *sorted((self.path / "kernels").rglob("*"))]
-        for src in sources:
-            if not (src.is_symlink() or src.is_file()):
-                continue
-            dst = ws.root / src.relative_to(self.path)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_symlink() or dst.exists():
-                dst.unlink()
-            if src.is_symlink() and os.path.isabs(os.readlink(src)):
-                os.symlink(os.readlink(src), dst)  # part of the attack: the workspace holds the link itself
-            else:
-                shutil.copyfile(src, dst)  # a file, or a relative link to a file another case shares
-        return ws.root
+        return materialise_folder(self.load_task(), self.path, root / self.name)
 
 
 def eval_config(case: AdversarialCase, baselines: Path | None = None) -> EvalConfig:
@@ -189,9 +174,14 @@ class Secrets:
 
     @property
     def env(self) -> dict[str, str]:
-        """The judge's environment additions: secrets, and a cache folder with planted entries."""
-        return {"OPENAI_API_KEY": self.token, "ANTHROPIC_API_KEY": self.token, "CUDA_AGENT_ADV_SECRET": self.token,
-                "CUDA_AGENT_CACHE": str(self.root / "cache")}
+        """Secrets for the environment of the judge (and of its caller)."""
+        return {"OPENAI_API_KEY": self.token, "ANTHROPIC_API_KEY": self.token, "CUDA_AGENT_ADV_SECRET": self.token}
+
+    @property
+    def env_with_cache(self) -> dict[str, str]:
+        """`env`, and the judge's caches moved to the planted ones (the tests: a cold cache per session; a benchmark
+        keeps its warm cache and uses `env`)."""
+        return {**self.env, "CUDA_AGENT_CACHE": str(self.root / "cache")}
 
     def tampered(self) -> list[str]:
         """Planted files that were changed or removed (a cache poisoned, another workspace rewritten)."""
@@ -211,7 +201,7 @@ class Secrets:
 
 def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
     """Plant a fresh token: ``root``/secret.txt, the host's /tmp, the baseline and build caches under
-    ``root``/cache (the cache the judge uses through ``Secrets.env``), another workspace's model_new.py."""
+    ``root``/cache (the cache the judge uses through ``Secrets.env_with_cache``), another workspace's model_new.py."""
     token = TOKEN_PREFIX + _secrets.token_hex(12)
     planted = Secrets(token, root)
     plan = {
@@ -246,7 +236,7 @@ def secrets() -> Iterator[Secrets]:
 @pytest.fixture(scope="module")
 def adversary_worker(secrets: Secrets) -> Iterator[WarmWorker]:
     """A warm worker whose whole environment (the server's, every judge's) holds the secrets."""
-    with WarmWorker(env=secrets.env) as worker:
+    with WarmWorker(env=secrets.env_with_cache) as worker:
         yield worker
 
 

@@ -25,7 +25,7 @@ def test_adversarial_case_is_rejected(case: AdversarialCase, adversary_worker: W
                                       tmp_path_factory: pytest.TempPathFactory) -> None:
     baselines = tmp_path_factory.getbasetemp() / "adversarial-baselines"
     result = evaluate(case.load_task(), case.materialise(tmp_path), eval_config(case, baselines),
-                      worker=adversary_worker, env=secrets.env)
+                      worker=adversary_worker, env=secrets.env_with_cache)
     assert_blocked(case, result, secrets)
     assert adversary_worker.alive
 

@@ -23,7 +23,7 @@ CASES = adversarial_cases("gpu")
 def test_adversarial_gpu_case_is_rejected(case: AdversarialCase, adversary_worker: WarmWorker,  # noqa: F811
                                           secrets: Secrets, tmp_path: Path) -> None:  # noqa: F811
     result = evaluate(case.load_task(), case.materialise(tmp_path), eval_config(case), worker=adversary_worker,
-                      env=secrets.env)
+                      env=secrets.env_with_cache)
     assert_blocked(case, result, secrets)
     assert adversary_worker.alive
 

@@ -109,7 +109,7 @@ def probe(secrets: Secrets, tmp_path_factory: pytest.TempPathFactory) -> tuple[E
     solution = tmp_path_factory.mktemp("probe") / "probe.py"
     solution.write_text(PROBE.format(targets=json.dumps(targets)))
     saved = dict(os.environ)
-    os.environ.update(secrets.env)
+    os.environ.update(secrets.env_with_cache)
     try:
         result = evaluate(resolve_task("small_linear_relu"), solution,
                           EvalConfig(mode="relaxed", device="cpu", profile=False, timeout_s=300, max_log_chars=20000))
