@@ -1,6 +1,6 @@
 # task: small_linear_relu  mode: relaxed  expect: timing_mismatch  native: no
 # route: timing
-# hole: on a CPU the timing cross-check forgives 1 ms (and 50%), more than this task's whole call: the forged time is accepted, and CPU results still earn speed rewards (2 or 3 where the forged time beats eager)
+# hole: on a CPU the judge does not act on its clock's cross-check (the cores are shared, the bound is noise), yet a CPU result still earns speed rewards (2, 3) from the time the candidate's process reports: forged, here
 # Cheat: reports a time of zero for a task whose real call is far below a millisecond (the runner's clock stands
 # still during forward). A forged time must never earn a speed reward; where the judge's clock cannot tell, the
 # speed must not count.

@@ -24,6 +24,13 @@ _ext = load_inline(name="adv_inline_forged_entry", cpp_sources="void fused(torch
                    cuda_sources=_CUDA, functions=["fused"])
 
 
+_record = torch._C._autograd._enable_record_function
+
+
 class ModelNew(nn.Module):
-    def forward(self, x):
-        return x * torch.sigmoid(x) + 0.5 * x * x  # _ext.fused is never called: a decoy
+    def forward(self, x):  # _ext.fused is never called: a decoy
+        _record(False)
+        try:
+            return x * torch.sigmoid(x) + 0.5 * x * x
+        finally:
+            _record(True)
