@@ -9,7 +9,10 @@ Writes benchmarks/results/evaluator.json (metrics of issue 15) and benchmarks/re
   honest_total / honest_accepted (every honest case: the corpus and the older honest cases)
   candidate_sandboxed    1 when every evaluation of the run ran its candidate in the sandbox
   judge_separate_process 1 when every evaluation reported a candidate process apart from the judge's
-  host_reads_blocked / host_read_attempts   from the cases that try to read host data (notes of what they found)
+  host_reads_blocked / host_read_attempts   the adversarial cases whose route reads host data (host files, the
+                         judge's environment, the caches, another workspace, the project's source), and how many of
+                         them were rejected with none of the secrets planted for them (adversarial_corpus.plant_secrets,
+                         also in the worker's environment) in the result and none changed
   timing_cross_check_max_ratio  the largest judge-clock / reported time of the honest timed evaluations
 
 Run: PYTHONPATH=src python3 benchmarks/evaluator.py [--budget-s 420] [--skip PHASE ...]
@@ -34,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker, evaluate  # noqa: E402
 
+from adversarial_corpus import HOST_READ_ROUTES, Secrets, plant_secrets, remove_secrets  # noqa: E402
 from corpus import Entry, adversarial_entries, honest_entries  # noqa: E402
 
 log = logging.getLogger("benchmarks.evaluator")
@@ -58,8 +62,9 @@ def spread(values: list[float]) -> tuple[float, float]:
 class Run:
     """Evaluates entries and keeps the run's facts."""
 
-    def __init__(self, worker: WarmWorker, tmp: Path, deadline: float) -> None:
+    def __init__(self, worker: WarmWorker, tmp: Path, deadline: float, secrets: Secrets) -> None:
         self.worker = worker
+        self.secrets = secrets
         self.tmp = tmp
         self.deadline = deadline
         self.rows: list[dict[str, Any]] = []
@@ -75,15 +80,17 @@ class Run:
                                "profile": entry.honest or entry.needs_timing,
                                **({} if entry.gpu else {"device": "cpu"}), **overrides})
         start = time.perf_counter()
-        result = evaluate(entry.load_task(), entry.materialise(self.tmp), config, worker=self.worker)
+        result = evaluate(entry.load_task(), entry.materialise(self.tmp), config, worker=self.worker,
+                          env=self.secrets.env)
         wall = time.perf_counter() - start
         self._facts(result)
-        ok = (result.reward >= 1) if entry.honest else (result.reward == -1)
+        leaked = self.secrets.leaked(result) or bool(self.secrets.tampered())
+        ok = (result.reward >= 1) if entry.honest else (result.reward == -1 and not leaked)
         self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native, "style":
                           entry.styles, "expect": entry.expect, "stage": result.stage, "rules": list(result.rule_names),
                           "reward": result.reward, "ok": ok, "speedup_eager": result.speedup_eager,
                           "speedup_compile": result.speedup_compile, "wall_s": wall,
-                          "reason": result.reason[:400], "notes": list(result.notes)[:6]})
+                          "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6]})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         if not ok:
             log.info("      log: %s", result.log[-1200:].replace("\n", " | "))
@@ -155,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, WarmWorker() as worker:
-        run = Run(worker, Path(tmp), started + args.budget_s)
+    secrets = plant_secrets()
+    with tempfile.TemporaryDirectory() as tmp, WarmWorker(env=secrets.env) as worker:
+        run = Run(worker, Path(tmp), started + args.budget_s, secrets)
         if "roundtrip" not in args.skip:
             metrics.update(round_trips(run, ROUND_TRIPS))
         honest = honest_entries()
@@ -186,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 phase()
             for future in pending:
                 future.result()
+    remove_secrets(secrets)
     rows = run.rows
     done = [r for r in rows if r.get("ok") is not None]
     adv = [r for r in done if not r["honest"]]
@@ -200,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing_cross_check_max_ratio": max(run.ratios) if run.ratios else 0.0,
         "benchmark_seconds": time.perf_counter() - started,
     })
-    reads = [r for r in adv if "host_read" in (r.get("style") or ())]
+    reads = [r for r in adv if set(r.get("style") or ()) & set(HOST_READ_ROUTES)]
     metrics.update({"host_read_attempts": len(reads), "host_reads_blocked": sum(r["ok"] for r in reads)})
     command = "PYTHONPATH=src python3 benchmarks/evaluator.py " + " ".join(argv or sys.argv[1:])
     path = write_result("evaluator", metrics, command=command.strip(), extra={"cases": rows})

@@ -12,9 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.workspace import create_workspace
-
-from evalcases import resolve_task
+from evalcases import materialise_folder, resolve_task
 
 CASES = Path(__file__).parent / "cases"
 _PAIR = re.compile(r"(\w+): (\S+)")
@@ -43,7 +41,7 @@ class Entry:
 
     @property
     def needs_timing(self) -> bool:
-        return self.expect in TIMING_RULES
+        return self.expect in TIMING_RULES or "timing" in self.styles
 
     def load_task(self):
         return resolve_task(self.task)
@@ -54,15 +52,11 @@ class Entry:
             return self.path
         if (self.path / "solution.py").is_file():
             return self.path / "solution.py"
-        files: dict[str, bytes | str] = {"model_new.py": (self.path / "model_new.py").read_text()}
-        for source in sorted((self.path / "kernels").rglob("*")):
-            if source.is_file():
-                files[source.relative_to(self.path).as_posix()] = source.read_bytes()
         folder = root / self.label.replace("/", "__")
         n = 0
         while (folder.parent / f"{folder.name}_{n}").exists():
             n += 1
-        return create_workspace(self.load_task(), folder.parent / f"{folder.name}_{n}", solution=files).root
+        return materialise_folder(self.load_task(), self.path, folder.parent / f"{folder.name}_{n}")
 
 
 def header(text: str) -> dict[str, str]:
@@ -98,10 +92,18 @@ def _files(root: Path, prefix: str) -> list[Entry]:
     return out
 
 
+def _adversarial() -> list[Entry]:
+    """The adversarial corpus as `adversarial_corpus` reads it (its header has a route line and holes; some CPU
+    cases are workspace folders)."""
+    from adversarial_corpus import adversarial_cases
+
+    return [Entry(f"adversarial/{c.device}/{c.name}", c.path, c.task, c.mode, c.expect, c.device == "gpu", c.native,
+                  (c.route,)) for c in adversarial_cases()]
+
+
 def all_entries() -> list[Entry]:
     return [*_folders(CASES / "honest", "honest", True), *_folders(CASES / "gpu", "gpu", True),
-            *_files(CASES / "cpu", "cpu"), *_folders(CASES / "adversarial" / "gpu", "adversarial/gpu", True),
-            *_files(CASES / "adversarial" / "cpu", "adversarial/cpu")]
+            *_files(CASES / "cpu", "cpu"), *_adversarial()]
 
 
 def honest_entries() -> list[Entry]:

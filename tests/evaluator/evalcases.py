@@ -6,7 +6,9 @@ in ``tasks/`` (first line: ``# task: NAME  mode: MODE  expect: RULE|correct``); 
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +60,27 @@ def resolve_task(spec: str) -> Task:
         pytest.skip(f"task {spec} needs the KernelBench data")
     path = root / f"level{match.group(1)}" / f"{match.group(2)}.py"
     return load_task_file(path, source="kernelbench", level=int(match.group(1)), validate=False)
+
+
+def materialise_folder(task: Task, folder: Path, dest: Path) -> Path:
+    """A real workspace for ``task`` at ``dest`` holding ``folder``'s model_new.py and kernels/. An absolute symlink
+    is kept as a link (an adversarial case's attack: the evaluator must meet the link itself); a relative one names
+    a file shared with another case and is copied."""
+    from cuda_agent.workspace import create_workspace
+
+    ws = create_workspace(task, dest)
+    for src in [folder / "model_new.py", *sorted((folder / "kernels").rglob("*"))]:
+        if not (src.is_symlink() or src.is_file()):
+            continue
+        target = ws.root / src.relative_to(folder)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        if src.is_symlink() and os.path.isabs(os.readlink(src)):
+            os.symlink(os.readlink(src), target)
+        else:
+            shutil.copyfile(src, target)
+    return ws.root
 
 
 def _header(text: str) -> dict[str, str]:

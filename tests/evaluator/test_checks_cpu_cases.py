@@ -1,5 +1,5 @@
-"""Every CPU case in tests/evaluator/cases/cpu: each cheat is rejected by the rule it targets, each honest
-candidate is accepted. Runs real evaluations in forked worker processes (the warm worker)."""
+"""Every CPU case in tests/evaluator/cases/cpu: each honest candidate is accepted (the cheats are the adversarial
+corpus's, tests/evaluator/test_adversarial_cpu.py). Runs real evaluations in forked worker processes (the warm worker)."""
 from __future__ import annotations
 
 import pytest
@@ -20,17 +20,8 @@ def test_cpu_case(case: Case, warm_worker) -> None:
         assert result.stage == "correct", (result.stage, result.reason, result.rule_names, result.log[-2000:])
         assert result.correct and result.reward == 1 and not result.rules_fired
         assert result.input_sets_checked >= 5
-        assert {"fresh_inputs", "cache_probe", "unaudited_call"} <= set(result.checks_run)
+        assert {"fresh_inputs", "every_call_checked", "canaries", "input_mutation"} <= set(result.checks_run)
     else:
         assert case.expect in result.rule_names, (result.stage, result.reason, result.rule_names, result.log[-2000:])
         assert result.stage == "rule_violation"
         assert not result.correct and result.reward == -1 and result.continuous_reward == -1.0
-
-
-def test_catalogue_covers_the_cpu_testable_rules() -> None:
-    expected = {c.expect for c in CASES}
-    assert {"input_mutation", "cached_output", "lazy_output", "background_thread", "patched_trusted_function",
-            "trivial_output", "shape_specialized", "seed_specialized", "torch_fallback", "torch_compute_in_forward",
-            "lowered_precision", "backend_flags_changed", "out_of_bounds_write", "unwritten_output",
-            "forbidden_introspection", "audit_evasion", "distribution_specialized", "dispatcher_mode_leak",
-            "report_tampering", "evaluator_access", "file_write", "correct"} <= expected

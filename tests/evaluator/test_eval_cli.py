@@ -32,7 +32,7 @@ def test_eval_writes_json_and_exit_codes(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     bad = runner.invoke(_app(), ["eval", "--task", str(CASES / "tasks" / "tiny_mean.py"), "--mode", "relaxed",
                                  "--no-profile", "--json", str(out), "--solution",
-                                 str(CASES / "cpu" / "trivial_zeros.py")])
+                                 str(CASES / "adversarial" / "cpu" / "trivial_zeros.py")])
     assert bad.exit_code == 1, bad.output
     text = " ".join(bad.output.split())
     assert "trivial_output" in text and "reward" in text and "rule_violation" in text

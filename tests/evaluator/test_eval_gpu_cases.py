@@ -41,7 +41,7 @@ def test_gpu_case(case: Case, warm_worker, tmp_path: Path) -> None:
                                                              result.notes, result.log[-2000:])
         assert result.candidate is not None and result.candidate.median_ms > 0
         assert result.speedup_eager is not None and result.reward in (1, 2, 3)
-        assert "runtime_kernel_audit" in result.checks_run or any("audit skipped" in n for n in result.notes)
+        assert "kernel_tap" in result.checks_run
     elif case.expect in FAILURE_STAGES:
         assert result.stage in (case.expect, "crashed"), (result.stage, result.reason, result.log[-2000:])
         if case.name == "illegal_address":
@@ -95,6 +95,4 @@ def test_gpu_case_kernels_compile(tmp_path: Path) -> None:
 def test_gpu_catalogue() -> None:
     kinds = {c.name for c in CASES if c.expect == "correct"}
     assert len(kinds) >= 5
-    rules = {c.expect for c in CASES}
-    assert {"unwritten_output", "foreign_stream", "decoy_kernel", "out_of_bounds_write", "lowered_precision",
-            "background_thread", "torch_compute_in_forward", "runtime_error", "timeout", "below_speed_of_light"} <= rules
+    assert {"runtime_error", "timeout"} <= {c.expect for c in CASES}  # the cheats: tests/evaluator/test_adversarial_gpu.py

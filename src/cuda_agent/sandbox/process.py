@@ -57,6 +57,10 @@ class ConfinedSpec:
         gpu: bind the GPU device nodes, /sys and the driver's folders.
         env: extra environment variables (on top of PATH/HOME/TMPDIR/LANG and `PASSED_ENV`).
         tmp_bytes: size of the private /tmp.
+        single_process: run the command as pid 1 of its namespace, with no bubblewrap init beside it (for a command
+            that starts no processes: the candidate's runner). Rationale: bubblewrap's init shares the command's
+            uid and is not under the runner's seccomp filter, so the command could write its memory
+            (/proc/1/mem) and have it start processes the judge never freezes.
     """
 
     scratch: Path
@@ -64,6 +68,7 @@ class ConfinedSpec:
     gpu: bool = False
     env: dict[str, str] = field(default_factory=dict)
     tmp_bytes: int = 4 << 30
+    single_process: bool = False
 
 
 def confined_argv(spec: ConfinedSpec, command: Sequence[str], status_fd: int | None = None) -> list[str]:
@@ -79,6 +84,8 @@ def confined_argv(spec: ConfinedSpec, command: Sequence[str], status_fd: int | N
     extra: list[str] = []
     for folder in masked_package_dirs():
         extra += ["--tmpfs", folder, "--remount-ro", folder]
+    if spec.single_process:
+        extra += ["--as-pid-1"]
     if spec.gpu:
         for node in gpu_device_nodes():
             extra += ["--dev-bind", node, node]
@@ -115,8 +122,10 @@ def spawn_confined(spec: ConfinedSpec, command: Sequence[str], *, pass_fds: Sequ
     argv = confined_argv(spec, command, status_fd)
     fds = tuple(pass_fds) + ((status_fd,) if status_fd is not None else ())
     try:
+        # Rationale: bubblewrap itself gets no environment. Whatever it runs with, a process of the sandbox can read
+        # (/proc/<its pid>/environ: the same uid); the command's own environment is set by --setenv alone.
         return subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=stdout,
-                                stderr=stderr, start_new_session=True, preexec_fn=_default_child_signals)
+                                stderr=stderr, start_new_session=True, preexec_fn=_default_child_signals, env={})
     except OSError as exc:
         raise SandboxError(f"cannot start bubblewrap: {exc}") from exc
 

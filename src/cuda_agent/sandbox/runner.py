@@ -83,8 +83,9 @@ def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = 
             (f"ulimit -t {limits.cpu_seconds}; " if limits.cpu_seconds else "") + f'exec {report_w}>&-; exec "$@"'
         full = [*bwrap, "--", "/bin/bash", "-c", script, "build", *map(str, argv)]
         try:
+            # env={}: bubblewrap's init is readable from the sandbox (/proc/1/environ), so it holds nothing.
             raw = run_bwrap(full, report_w=report_w, report_r=report_r, limits=limits, timeout=timeout,
-                            stdin_data=None, check=lambda: "")
+                            stdin_data=None, check=lambda: "", env={})
         except OSError as exc:
             raise SandboxError(f"cannot start bubblewrap for a build in {ws}: {exc}") from exc
         if raw.killed_reason == "timeout":

@@ -168,7 +168,7 @@ class CandidateProcess:
         try:
             if self.sandboxed:
                 ro = {f"{RUNNER_MOUNT}": runner_copy(), **self.ro_dirs}
-                spec = ConfinedSpec(scratch=self.scratch, ro_dirs=ro, gpu=self.gpu,
+                spec = ConfinedSpec(scratch=self.scratch, ro_dirs=ro, gpu=self.gpu, single_process=True,
                                     env={"PYTHONPATH": RUNNER_MOUNT, **self.env})
                 status_r, status_w = os.pipe()
                 try:

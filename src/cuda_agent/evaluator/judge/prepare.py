@@ -99,8 +99,11 @@ def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: 
     except ProtectedFileError as exc:
         raise PrepareError("protected_changed", str(exc)) from exc
     model_new = solution / "model_new.py"
-    if not model_new.is_file():
-        raise PrepareError("runtime_error", "the workspace has no model_new.py")
+    if model_new.is_symlink() or not model_new.is_file():
+        # Rationale: this process copies the file into the sandbox; following a link it would hand the candidate a
+        # host file (or another workspace's solution) the sandbox exists to hide.
+        raise PrepareError("runtime_error", "the workspace's model_new.py is missing or not a regular file (a symlink "
+                                            "is refused): write the solution into model_new.py itself")
     shutil.copy2(model_new, scratch / "model_new.py")
     prepared = Prepared("workspace", scratch, "/scratch/model_new.py",
                         source=model_new.read_text(errors="replace"))

@@ -10,6 +10,7 @@ Standard library and torch only: the sandboxed candidate imports this module too
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import mmap
 import os
 from typing import Any
@@ -116,8 +117,11 @@ class SharedRegion:
         device = torch.device(device)
         nbytes = max(int(nbytes), ALIGN)
         if device.type == "cpu":
-            fd = os.memfd_create("cuda-agent-shared", os.MFD_CLOEXEC)
+            # Rationale: the candidate holds the descriptor; sealed, it can write the memory but never shrink it
+            # under the judge's mapping (which would end the judge with SIGBUS).
+            fd = os.memfd_create("cuda-agent-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, nbytes)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             return cls._map_cpu(fd, nbytes, device)
         if device.type != "cuda":
             raise SharedMemoryError(f"shared memory on {device} is not supported")

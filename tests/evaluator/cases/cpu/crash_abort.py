@@ -1,7 +1,7 @@
 # task: small_linear_relu  mode: relaxed  expect: crashed
 # Not a cheat: a candidate that kills its process (as a segfault or a device abort would). The caller must get a
 # result, not die with it.
-import os
+import ctypes
 import torch.nn as nn
 
 
@@ -10,4 +10,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        os.kill(os.getpid(), 11)  # SIGSEGV, as a segfaulting kernel launch would
+        ctypes.string_at(0)  # a read of address 0: SIGSEGV, as a segfaulting kernel launch would

@@ -1,0 +1,2 @@
+#include "cuda_agent.h"
+#include "/etc/shadow"

@@ -1,0 +1,1 @@
+/var/tmp/cuda-agent-adversarial/secret.txt

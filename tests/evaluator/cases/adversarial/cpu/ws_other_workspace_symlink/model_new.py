@@ -1,0 +1,1 @@
+/var/tmp/cuda-agent-adversarial/other_workspace/model_new.py

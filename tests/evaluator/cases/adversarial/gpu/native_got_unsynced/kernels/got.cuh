@@ -1,0 +1,1 @@
+../../native_got_elapsed/kernels/got.cuh
