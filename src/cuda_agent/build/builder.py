@@ -151,7 +151,8 @@ def _staged(final: Path, staging: Path | None) -> Path:
     return Path(tmp)
 
 
-_ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
+# Anchored at a line's start: a source's own `#pragma message` or `#warning` text cannot pass for ptxas's line.
+_ENTRY = re.compile(r"^ptxas info\s*: Compiling entry function '([^']+)' for", re.MULTILINE)
 _PTXAS_INFO = re.compile(r"^ptxas info\s*:|^\s*bytes stack frame|^\s*Compile time = ")
 
 

@@ -22,6 +22,8 @@ RULES: dict[str, str] = {
     "distribution_specialized": "the result is only correct for get_inputs' value distribution",
     "audit_evasion": "the kernel records of the candidate's process are missing or inconsistent with the work the "
     "evaluator itself did there (the kernel tap was switched off or its records altered)",
+    "work_after_return": "the outputs changed after forward had answered (device work still running, or written "
+    "later): results must be complete when forward returns",
     "timing_mismatch": "the candidate's process reported times shorter than the judge's own clock allows (a forged "
     "time)",
     "below_speed_of_light": "the candidate was timed faster than the hardware can possibly write the task's outputs",

@@ -152,7 +152,10 @@ def run_bwrap(argv: list[str], *, report_w: int, report_r: int, limits: SandboxL
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, pass_fds=(report_w, *extra_fds), start_new_session=True, close_fds=True, env=env)
+            stderr=subprocess.PIPE, pass_fds=(report_w, *extra_fds), start_new_session=True, close_fds=True,
+            # Rationale: bubblewrap's own process (pid 1 inside, the sandbox's uid) keeps the environment it was
+            # started with, readable at /proc/1/environ from inside: it gets none of the host's.
+            env=env if env is not None else {})
     finally:
         os.close(report_w)
     procs.register_group(proc.pid)

@@ -24,6 +24,10 @@ STRICT_ALLOWED_OPS = re.compile(
     r"is_contiguous|numel|dim)$")
 
 
+# What the runner's own output copy runs (``dst.copy_(src)``, same dtype and device).
+COPY_OPS = frozenset({"aten::copy_"})
+
+
 def _normal(name: str) -> str:
     """A kernel name without a leading return type, as both ptxas/c++filt and the profiler may print it."""
     name = name.strip()
@@ -68,6 +72,20 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
         result.rules.append(("audit_evasion", f"{len(missing_copy)} of {len(tokens)} calls have no record of the "
                                               "evaluator's own output copy"))
     forbidden: dict[str, int] = {}
+    moved: dict[str, int] = {}
+    for token in tokens:
+        # Rationale: the runner's copy range must hold the copy only; anything else there is work moved out of
+        # forward (out of its timing, and out of strict mode's view) into the evaluator's own copy.
+        for record in calls.get(f"copy:{token}", []):
+            name = str(record.get("name") or "")
+            op = str(record.get("op") or "")
+            if (record.get("kind") == "op" and name not in COPY_OPS) or \
+                    (record.get("kind") == "kernel" and op not in ("", *COPY_OPS)):
+                key = f"{op or name}"[:80]
+                moved[key] = moved.get(key, 0) + 1
+    if moved:
+        shown = ", ".join(f"{k} x{n}" for k, n in sorted(moved.items())[:6])
+        result.rules.append(("audit_evasion", f"work ran inside the evaluator's output copy: {shown}"))
     for token in tokens:
         for record in calls.get(str(token), []):
             if record.get("kind") == "op":

@@ -277,7 +277,7 @@ class Evaluation:
             inputs = reference.make_inputs(module, self.seed(), self.device)
             timed = main_calls >= config.warmup
             outcome = session.call(bufset, inputs, f"call {main_calls}", timed=timed,
-                                   stash=self._rng.random() < 0.3)
+                                   stash=not session.stash or self._rng.random() < 0.3)
             checked_tokens.append(session.token)
             main_calls += 1
             if timed:
@@ -293,7 +293,8 @@ class Evaluation:
         inventory = session.inventory() if config.runtime_audit else None
         proc.close()  # Rationale: nothing of the candidate's may run while the judge times eager PyTorch again
         if inventory is not None:
-            audit = kernels.audit(inventory, checked_tokens, prepared.own_kernels,
+            copied = set(session.copied_tokens)
+            audit = kernels.audit(inventory, [t for t in checked_tokens if t in copied], prepared.own_kernels,
                                   strict=config.mode == "strict", expect_copies=True)
             for rule, detail in audit.rules:
                 state.fire(rule, detail)
@@ -393,7 +394,13 @@ class Evaluation:
         return failure(self.task.id, stage, reason, log=log_text, **self._common(prepared))
 
     def _with_reward(self, result: EvalResult) -> EvalResult:
-        return replace(result, reward=reward(result, self.config.speed_threshold), continuous_reward=continuous(result))
+        """The reward; on a CPU at most 1 (correct). Rationale: speed is rewarded only on a clock the judge can check
+        (a GPU's, cross-checked); on a CPU the candidate's own times are reported, never rewarded."""
+        earned = reward(result, self.config.speed_threshold)
+        if not self.cuda and earned > 1:
+            self.state.notes.append("speed is rewarded on a GPU only (the times here are the candidate's word)")
+            return replace(result, reward=1, continuous_reward=1.0, notes=tuple(self.state.notes))
+        return replace(result, reward=earned, continuous_reward=continuous(result))
 
     def _timed(self, session: Session, prepared: Prepared, sets: list[Any], baselines: Any,
                ref_model: torch.nn.Module, module: Any, inventory: Any, timed_tokens: list[int]) -> EvalResult:

@@ -21,7 +21,7 @@ from cuda_agent.sandbox.process import ConfinedSpec, run_confined
 from cuda_agent.tasks.task import Task
 
 INLINE_DIR = "inline"
-_ENTRY = re.compile(r"Compiling entry function '([^']+)' for")
+_FUNCTION = re.compile(r"^\s*Function ([^\s:]+)\s*:", re.MULTILINE)
 
 
 class PrepareError(Exception):
@@ -116,7 +116,7 @@ def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: 
                            build_seconds=result.seconds)
     shutil.copy2(result.library, scratch / "libkernels.so")
     prepared.library = "/scratch/libkernels.so"
-    prepared.own_kernels = demangle(result.kernels)
+    prepared.own_kernels = demangle(compiled_kernels([Path(result.library)]) or result.kernels)
     prepared.build_seconds = result.seconds
     return prepared
 
@@ -154,8 +154,11 @@ def _prepare_single_file(solution: Path, config: EvalConfig, scratch: Path, *, s
                                build_seconds=prepared.build_seconds)
         return prepared  # the solution imports cpp_extension but builds nothing at import
     prepared.inline_dir = f"/scratch/{INLINE_DIR}"
-    prepared.own_kernels = demangle(tuple(dict.fromkeys(_ENTRY.findall(log))))
-    index = json.loads((out / "index.json").read_text())
+    index = _read_index(out / "index.json")
+    # Rationale: the build's output is the candidate's to print (its module's top level ran there), so which
+    # kernels it compiled is read from the built objects themselves.
+    prepared.own_kernels = demangle(compiled_kernels([out / entry["file"] for entry in index.values()
+                                                      if isinstance(entry, dict) and "file" in entry]))
     prepared.notes.append(f"built {len(index)} inline extension(s) in {prepared.build_seconds:.1f} s")
     return prepared
 
@@ -189,6 +192,50 @@ def _build_inline(scratch: Path, config: EvalConfig, *, sandboxed: bool, gpu: bo
     except SandboxError as exc:
         raise PrepareError("eval_error", str(exc)) from exc
     return done.stdout or ""
+
+
+def _read_index(path: Path) -> dict:
+    """The inline build's index, a file the candidate's build process wrote: only a regular file, no link, no FIFO
+    (which would hang the judge), bounded in size."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise PrepareError("build_failed", f"the inline build's index is not readable: {exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1 << 20:
+            raise PrepareError("build_failed", "the inline build's index is not a regular file of sensible size")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = json.loads(fh.read())
+    except ValueError as exc:
+        raise PrepareError("build_failed", f"the inline build's index is not JSON: {exc}") from exc
+    finally:
+        os.close(fd)
+    if not isinstance(data, dict):
+        raise PrepareError("build_failed", "the inline build's index is not a JSON object")
+    return data
+
+
+def compiled_kernels(objects: list[Path]) -> tuple[str, ...]:
+    """The kernels compiled into built objects, as cuobjdump lists them (empty where cuobjdump is missing: then
+    nothing counts as the solution's own by name)."""
+    import shutil
+
+    tool = shutil.which("cuobjdump") or ("/usr/local/cuda/bin/cuobjdump"
+                                          if Path("/usr/local/cuda/bin/cuobjdump").exists() else None)
+    names: list[str] = []
+    for obj in objects:
+        if tool is None or not obj.is_file() or obj.is_symlink():
+            continue
+        try:
+            done = subprocess.run([tool, "-res-usage", str(obj)], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        names.extend(_FUNCTION.findall(done.stdout))
+    return tuple(dict.fromkeys(names))
 
 
 def os_cpu() -> int | None:

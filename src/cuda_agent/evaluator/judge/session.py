@@ -128,6 +128,7 @@ class Session:
         self.sets: list[BufferSet] = []
         self.samples: list[Sample] = []
         self.null_samples: list[Sample] = []
+        self.copied_tokens: list[int] = []
         self.stash: list[tuple[list[Any], list[torch.Tensor]]] = []
         self.earlier: list[Any] = []
         self.token = 0
@@ -168,17 +169,25 @@ class Session:
                              str(reply.get("log", "")))
         return bufset
 
-    def _request(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def _request(self, message: dict[str, Any], bufset: BufferSet) -> tuple[dict[str, Any], float, list[Any]]:
+        """The call, then at once (the candidate frozen) the judge's own copy of the outputs; the wall clock stops
+        when that copy is done. Rationale: a candidate that answers before its device work is finished (its
+        synchronisation patched or its symbols redirected) gains nothing: its work either lands inside the judge's
+        clock (the copy runs after it on the device) or is missing from the copy the judge checks."""
         self.cadence.wait()
         try:
             reply, wall_ms = self.proc.call(message, timeout=self.remaining())
         except CandidateGone as exc:
             raise CallFailed(exc.stage, exc.reason, exc.log) from exc
+        start = _perf()
+        snapshot = [slot.view.clone() for slot in bufset.outputs]
+        self._sync()
+        wall_ms += (_perf() - start) * 1e3
         self.cadence.replied()
         if not reply.get("ok"):
             raise CallFailed(str(reply.get("stage", "runtime_error")), str(reply.get("reason", ""))[:2000],
                              str(reply.get("log", ""))[:8000])
-        return reply, wall_ms
+        return reply, wall_ms, snapshot
 
     @staticmethod
     def _sample(label: str, reply: dict[str, Any], wall_ms: float) -> Sample:
@@ -202,8 +211,9 @@ class Session:
             self._flush()
             message = bufset.message(inputs, self.token)
             message["null"] = True
-            reply, wall_ms = self._request(message)
+            reply, wall_ms, snapshot = self._request(message, bufset)
             self.null_samples.append(self._sample("null", reply, wall_ms))
+            del snapshot
             with torch.no_grad():
                 golden = self.ref_model(*inputs)
             compare.compare_outputs(golden, golden, self.config.tolerances)
@@ -217,13 +227,21 @@ class Session:
         self.token += 1
         bufset.load(inputs)
         self._flush()
-        reply, wall_ms = self._request(bufset.message(inputs, self.token))
+        reply, wall_ms, snapshot = self._request(bufset.message(inputs, self.token), bufset)
         if timed:
             self.samples.append(self._sample(label, reply, wall_ms))
-        return self._check(bufset, inputs, label, reply, stash)
+        if all(isinstance(o, dict) and ("copied" in o or "shape" not in o) for o in reply.get("outs") or []):
+            self.copied_tokens.append(self.token)
+        outcome = self._check(bufset, inputs, label, reply, stash, snapshot)
+        # Rationale: outputs written after the reply (device work still running when the candidate answered, or
+        # started later) differ from the judge's copy taken at the reply.
+        for slot, copy_ in zip(bufset.outputs, snapshot):
+            if not compare.tensors_equal(slot.view, copy_):
+                self.state.fire("work_after_return", f"{label}: {slot.name} changed after forward's reply")
+        return outcome
 
     def _check(self, bufset: BufferSet, inputs: list[Any], label: str, reply: dict[str, Any],
-               stash: bool) -> Outcome:
+               stash: bool, snapshot: list[Any]) -> Outcome:
         state = self.state
         state.calls_checked += 1
         # Rationale: out-of-bounds writes corrupt neighbouring memory (and could plant results for later calls).
@@ -232,7 +250,7 @@ class Session:
         with torch.no_grad():
             golden = self.ref_model(*inputs)
         self._sync()
-        candidate, problem = self._candidate_outputs(bufset, golden, reply)
+        candidate, problem = self._candidate_outputs(bufset, golden, reply, snapshot)
         if problem:
             return Outcome(False, f"{label}: {problem}")
         comparison = compare.compare_outputs(candidate, golden, self.config.tolerances)
@@ -254,17 +272,19 @@ class Session:
         if not comparison.ok:
             mark = compare.fingerprint(candidate)
             if mark is not None and mark in self.earlier:
-                # Rationale: a wrong answer equal to an earlier call's is a result reused for new inputs.
+                # Rationale: a wrong answer equal to an earlier call's (correct) answer is a result reused for new
+                # inputs.
                 state.fire("cached_output", f"{label}: forward returned the result of an earlier call")
-        elif stash and len(self.stash) < PRECISION_STASH and self._room_for(inputs, bufset):
-            self.stash.append(([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs],
-                               [s.view.clone() for s in bufset.outputs]))
-        if len(self.earlier) < 64:
-            self.earlier.append(compare.fingerprint(candidate))
+        else:
+            if stash and len(self.stash) < PRECISION_STASH:
+                self.stash.append(self._kept(inputs, snapshot))
+            if len(self.earlier) < 64:
+                self.earlier.append(compare.fingerprint(candidate))
         del golden
         return Outcome(comparison.ok, f"{label}: {comparison.reason}" if not comparison.ok else "", comparison)
 
-    def _candidate_outputs(self, bufset: BufferSet, golden: Any, reply: dict[str, Any]) -> tuple[Any, str]:
+    def _candidate_outputs(self, bufset: BufferSet, golden: Any, reply: dict[str, Any],
+                           snapshot: list[Any]) -> tuple[Any, str]:
         """The candidate's outputs as the judge reads them (shared buffers for tensors, reported values for the
         rest), shaped like the reference's; or a reason why they cannot be compared."""
         leaves = compare.flatten(golden)
@@ -273,25 +293,26 @@ class Session:
             count = len(meta) if isinstance(meta, list) else "?"
             return None, f"forward returned {count} output value(s), the reference returns {len(leaves)}"
         values: list[Any] = []
-        slots = iter(bufset.outputs)
+        copies = iter(snapshot)
         for (path, ref), got in zip(leaves, meta):
             got = got if isinstance(got, dict) else {}
             if isinstance(ref, torch.Tensor):
-                slot = next(slots)
+                copy_ = next(copies)
                 if not got.get("copied"):
                     return None, _why_not_copied(path, got, ref)
-                values.append(slot.view)
+                values.append(copy_)
             else:
                 values.append(got.get("value"))
         return _rebuild(golden, values), ""
 
-    def _room_for(self, inputs: list[Any], bufset: BufferSet) -> bool:
-        """Whether a copy of this call's inputs and outputs (and the float64 probe's needs, about 6x more) fits."""
-        if not self.cuda:
-            return True
-        need = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        need += sum(s.nbytes for s in bufset.outputs)
-        return 8 * need < torch.cuda.mem_get_info(self.device)[0]
+    def _kept(self, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any]]:
+        """A call kept for the precision probe: on the device where it fits, else in host memory (the probe runs
+        after the candidate's process has ended, when its device memory is free again). Rationale: a candidate
+        that hoards device memory must not switch the probe off."""
+        need = sum(x.numel() * x.element_size() for x in [*inputs, *outputs] if isinstance(x, torch.Tensor))
+        on_device = not self.cuda or 3 * need < torch.cuda.mem_get_info(self.device)[0]
+        place = (lambda t: t.clone()) if on_device else (lambda t: t.to("cpu"))
+        return ([place(x) if isinstance(x, torch.Tensor) else x for x in inputs], [place(o) for o in outputs])
 
     # -- probes -------------------------------------------------------------------------------------------------
     def precision_probe(self) -> None:
@@ -306,7 +327,9 @@ class Session:
         torch.backends.cudnn.allow_tf32 = False
         try:
             ref64 = copy.deepcopy(self.ref_model).double()
-            for inputs, outputs in self.stash:
+            for kept_inputs, kept_outputs in self.stash:
+                inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in kept_inputs]
+                outputs = [o.to(self.device) for o in kept_outputs]
                 inputs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x
                             for x in inputs]
                 with torch.no_grad():

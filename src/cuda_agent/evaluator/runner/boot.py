@@ -9,7 +9,13 @@ import sys
 from .confine import confine_to_one_process
 
 
+FILE_LIMIT = 8 << 30  # bytes: the largest file the candidate may write (its scratch folder and its log are the host's)
+
+
 def main() -> int:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
     if "--no-confine" not in sys.argv:
         confine_to_one_process()
     from .serve import main as serve_main
