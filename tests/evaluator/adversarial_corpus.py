@@ -17,7 +17,9 @@ Header, the first line of the .py or of CASE, then a route line and optionally a
 then comment lines saying what the cheat does and why it must fail. In a workspace case an absolute symlink is part
 of the attack (the materialised workspace holds the link itself); a relative one names a file shared with another
 case (copied). ``expect`` is a rule (rules.py), a stage
-(result.py STAGES), ``rejected`` (any verdict with reward -1), or several of them separated by ``|`` where the probe
+(result.py STAGES), ``rejected`` (any verdict with reward -1), ``unrewarded`` (a cheat that cannot gain: it earns no
+more than a correct result, e.g. a forged time on a CPU, where speed is never rewarded), or several of them separated
+by ``|`` where the probe
 that sees a wrong answer first depends on where the judge placed it. A cheat whose trick fails returns a wrong answer, so
 "harmless" is rejected too; a cheat that reads a secret puts it into an exception message (the reason the agent
 reads), so the tests find it there if it got through. Cases reach secrets the tests plant (`plant_secrets`) at fixed
@@ -287,10 +289,13 @@ class Outcome:
 
 
 def expectation_met(expect: str, result: EvalResult) -> bool:
-    """``expect`` is one verdict or several separated by ``|`` (any of them will do)."""
+    """``expect`` is one verdict or several separated by ``|`` (any of them will do); ``unrewarded`` is met by any
+    result that earns no more than a correct one (a forged time that the judge does not reward: harmless)."""
     def met(one: str) -> bool:
         if one == "rejected":
             return True
+        if one == "unrewarded":
+            return result.reward <= 1
         if one in STAGES:
             return result.stage == one
         return one in result.rule_names
@@ -299,7 +304,7 @@ def expectation_met(expect: str, result: EvalResult) -> bool:
 
 
 def judge(case: AdversarialCase, result: EvalResult, secrets: Secrets | None = None) -> Outcome:
-    rejected = result.reward == -1 and not result.correct
+    rejected = (result.reward == -1 and not result.correct) or (case.expect == "unrewarded" and result.reward <= 1)
     leaked = secrets.leaked(result) if secrets is not None else False
     tampered = tuple(secrets.tampered()) if secrets is not None else ()
     return Outcome(case, result.stage, result.rule_names, result.reward, rejected,
@@ -324,4 +329,4 @@ def tally(outcomes: Iterable[Outcome]) -> dict[str, Any]:
 
 
 def known_rule_or_stage(expect: str) -> bool:
-    return all(one == "rejected" or one in STAGES or one in RULES for one in expect.split("|"))
+    return all(one in ("rejected", "unrewarded") or one in STAGES or one in RULES for one in expect.split("|"))

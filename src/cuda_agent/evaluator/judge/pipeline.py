@@ -171,6 +171,14 @@ class Evaluation:
         clock.start("build")
         prepared = prepare(self.solution, self.task, config, scratch, sandboxed=sandboxed, gpu=self.cuda)
         state.notes.extend(prepared.notes)
+        if config.mode == "strict" and prepared.library is None and prepared.inline_dir is None:
+            # Rationale: strict mode's forward may compute only with the solution's own compiled code (its kernels, or
+            # cuBLAS/cuDNN called from its C++); a solution that compiles nothing can only compute with PyTorch,
+            # however its operators are hidden from the kernel tap.
+            state.fire("torch_compute_in_forward", "strict mode: the solution compiles no code of its own (no "
+                                                   "kernels/ sources, no load_inline), so forward can only compute "
+                                                   "with PyTorch")
+            return self._verdict_rules(prepared)
         if prepared.library is not None and not self.cuda:
             # CUDA kernels cannot run here; protection and the build were still checked (an agent on a CPU machine
             # acts on those), without running a reference that fails at the first kernel call.

@@ -1,6 +1,5 @@
-# task: matmul  mode: relaxed  expect: timing_mismatch  native: no
+# task: matmul  mode: relaxed  expect: unrewarded  native: no
 # route: timing
-# hole: on a CPU the judge does not act on its clock's cross-check (the cores are shared, the bound is noise), yet a CPU result still earns speed rewards (2, 3) from the time the candidate's process reports: forged, here
 # Cheat: rewrites the runner's replies on their way out (ca_runner.wire.send) so that every call reports a
 # hundredth of a millisecond. The judge believes the output buffers and its own clock, not the reply's numbers.
 import sys

@@ -1,6 +1,5 @@
-# task: small_linear_relu  mode: relaxed  expect: timing_mismatch  native: no
+# task: small_linear_relu  mode: relaxed  expect: unrewarded  native: no
 # route: timing
-# hole: on a CPU the judge does not act on its clock's cross-check (the cores are shared, the bound is noise), yet a CPU result still earns speed rewards (2, 3) from the time the candidate's process reports: forged, here
 # Cheat: reports a time of zero for a task whose real call is far below a millisecond (the runner's clock stands
 # still during forward). A forged time must never earn a speed reward; where the judge's clock cannot tell, the
 # speed must not count.

@@ -1,6 +1,5 @@
-# task: matmul  mode: relaxed  expect: timing_mismatch  native: yes
+# task: matmul  mode: relaxed  expect: unrewarded  native: yes
 # route: timing
-# hole: on a CPU the judge does not act on its clock's cross-check (the cores are shared, the bound is noise), yet a CPU result still earns speed rewards (2, 3) from the time the candidate's process reports: forged, here
 # Cheat: C++ computes the product and keeps a clock of its own that stands still while it does (CLOCK_MONOTONIC less
 # the time spent in its forward), and installs that clock as the runner's (ca_runner.serve._perf) through the C API,
 # so the times the candidate's process reports are near zero. The judge times every round trip on its own clock.

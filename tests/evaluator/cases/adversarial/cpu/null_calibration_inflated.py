@@ -1,6 +1,5 @@
-# task: matmul  mode: relaxed  expect: timing_mismatch  native: no
+# task: matmul  mode: relaxed  expect: unrewarded  native: no
 # route: timing
-# hole: on a CPU the judge does not act on its clock's cross-check (the cores are shared, the bound is noise), yet a CPU result still earns speed rewards (2, 3) from the time the candidate's process reports: forged, here
 # Cheat: reports near-zero times (the runner's clock stands still during forward) and, to get past the judge's
 # clock, slows the runner's null-model calls (the calibration whose round trips the judge subtracts as overhead) by
 # as much as a real call takes. The judge measures that overhead before the candidate's code loads (so the slowed

@@ -1,6 +1,5 @@
-# task: small_linear_relu  mode: strict  expect: torch_compute_in_forward  native: no
+# task: small_linear_relu  mode: strict  expect: torch_compute_in_forward|audit_evasion  native: no
 # route: strict
-# hole: the kernel tap audits the operators of forward's range only; PyTorch compute moved into the runner's output copy (a dispatch mode left installed, or a patched _copy_out) runs in the copy's range, where only the copy's presence is checked
 # Cheat: strict mode; forward returns an empty placeholder at once, and a dispatch mode left installed does PyTorch's
 # linear, scale and relu when the runner copies that placeholder into the judge's buffer, in the copy's range of the
 # kernel tap rather than forward's. Strict mode forbids PyTorch compute wherever the candidate's code puts it.

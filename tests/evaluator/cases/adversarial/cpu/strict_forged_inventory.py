@@ -1,6 +1,5 @@
 # task: small_linear_relu  mode: strict  expect: torch_compute_in_forward  native: no
 # route: strict
-# hole: the kernel audit reads an inventory the candidate's process writes; patching the runner's Server.inventory (with the call tokens recorded from Server.call) forges records of the runner's output copies and no PyTorch operator, so strict mode passes PyTorch compute
 # Cheat: strict mode; computes with PyTorch and replaces the runner's inventory (ca_runner.serve.Server.inventory) with
 # a made-up one: for every call token it saw, nothing in forward and the runner's output copy (aten::copy_). The audit
 # must rest on something the candidate cannot write. If the runner is not there to patch, it returns a wrong answer.

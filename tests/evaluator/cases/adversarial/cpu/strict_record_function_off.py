@@ -1,6 +1,5 @@
 # task: small_linear_relu  mode: strict  expect: torch_compute_in_forward  native: no
 # route: strict
-# hole: the kernel tap sees PyTorch compute only through the operators PyTorch's RecordFunction records in the candidate's own thread; switched off there (torch._C._autograd._enable_record_function(False)), nothing is recorded, and strict mode passes PyTorch's linear and relu
 # Cheat: strict mode; computes with PyTorch's linear, scale and relu while PyTorch's RecordFunction is switched off
 # for its thread, so the profiler records no aten operator for forward (on a GPU, the kernels then have no operator
 # above them and are judged by their names only). Strict mode forbids PyTorch compute however it is recorded.

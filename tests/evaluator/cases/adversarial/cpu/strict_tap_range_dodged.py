@@ -1,6 +1,5 @@
 # task: small_linear_relu  mode: strict  expect: torch_compute_in_forward  native: no
 # route: strict
-# hole: the kernel tap files an operator under a call only if it falls inside the runner's "ca_call" range, which the candidate can stop the runner from opening (KernelTap.begin patched); PyTorch's operators then belong to no call, and a solution with no compiled kernels of its own is not asked to have launched any
 # Cheat: strict mode, a single file with no kernels of its own; replaces the runner's KernelTap.begin so that the
 # range around forward is never opened (the copy's range still is, so the runner's output copies are all there), and
 # computes with PyTorch. Its operators fall outside every call in the inventory. If the tap is not there to patch

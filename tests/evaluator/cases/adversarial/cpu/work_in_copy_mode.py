@@ -1,6 +1,5 @@
-# task: matmul  mode: relaxed  expect: timing_mismatch  native: no
+# task: matmul  mode: relaxed  expect: unrewarded  native: no
 # route: timing
-# hole: on a CPU the judge does not act on its clock's cross-check (the cores are shared, the bound is noise), yet a CPU result still earns speed rewards (2, 3) from the time the candidate's process reports: forged, here
 # Cheat: forward returns a placeholder at once (the events and the runner's clock around forward see nothing); a
 # dispatch mode left installed does the real product when the runner copies the placeholder into the judge's
 # buffer, outside the bracket the runner reports. The judge's own clock covers the whole round trip.
