@@ -25,7 +25,7 @@ from cuda_agent.agent.config import EnvConfig
 from cuda_agent.agent.files import DEFAULT_PROTECTED, ToolError, WorkspaceFiles
 from cuda_agent.agent.prompts import system_prompt, task_prompt
 from cuda_agent.agent.runner import CommandRunner, make_runner
-from cuda_agent.agent.tools import ToolRegistry, trim
+from cuda_agent.agent.tools import MalformedCallError, ToolRegistry, trim
 from cuda_agent.agent.types import Message, ToolCall, Usage
 from cuda_agent.errors import CudaAgentError, SandboxError, WorkspaceError
 from cuda_agent.tasks.task import Task
@@ -51,6 +51,7 @@ class EnvState:
     elapsed_s: float = 0.0
     best: BestKernel | None = None
     last_evaluation: Evaluation | None = None
+    malformed_calls: int = 0
 
 
 class AgentEnv:
@@ -71,6 +72,7 @@ class AgentEnv:
 
     def _clear(self) -> None:
         self.turns = 0
+        self.malformed_calls = 0
         self.usage = Usage()
         self._started = time.monotonic()
         self._elapsed_before = 0.0
@@ -101,6 +103,7 @@ class AgentEnv:
         if state is not None:
             self.turns, self.usage, self._elapsed_before = state.turns, state.usage, state.elapsed_s
             self.best, self.last_evaluation = state.best, state.last_evaluation
+            self.malformed_calls = state.malformed_calls
         return self.system_prompt + "\n\n" + self.task_prompt
 
     def step(self, tool_call: ToolCall | Mapping[str, Any]) -> StepResult:
@@ -117,7 +120,12 @@ class AgentEnv:
             started = time.monotonic()
             error: str | None = None
             try:
-                tool, args = self.registry.validate(call)
+                try:
+                    tool, args = self.registry.validate(call)
+                except MalformedCallError:
+                    self.malformed_calls += 1
+                    self._step_events["malformed"] = True
+                    raise
                 observation = tool.function(self, **args)
             except ToolError as exc:
                 error = str(exc)
@@ -214,7 +222,7 @@ class AgentEnv:
         )
 
     def state(self) -> EnvState:
-        return EnvState(self.turns, self.usage, self.elapsed_s, self.best, self.last_evaluation)
+        return EnvState(self.turns, self.usage, self.elapsed_s, self.best, self.last_evaluation, self.malformed_calls)
 
     # ---- what tools call (the ToolContext protocol) ----------------------------------------------------------
 

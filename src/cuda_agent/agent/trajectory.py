@@ -128,6 +128,7 @@ class Trajectory:
             elapsed_s=float(env.get("elapsed_s", 0.0)),
             best=best,
             last_evaluation=last_eval,
+            malformed_calls=int(env.get("malformed_calls", 0)),
         )
 
     @property

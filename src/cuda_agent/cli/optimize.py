@@ -103,6 +103,9 @@ def register(app: typer.Typer) -> None:
         max_tokens: Optional[int] = typer.Option(None, help="Token budget of the episode (prompt + completion)."),
         max_wall: float = typer.Option(4 * 3600.0, help="Wall-clock budget in seconds."),
         context_tokens: int = typer.Option(131072, help="The model's context window (older outputs are condensed)."),
+        max_completion_tokens: int = typer.Option(8192, help="Most tokens one model reply may have (longer replies "
+                                                  "are cut, and the agent is told)."),
+        temperature: float = typer.Option(0.6, help="Sampling temperature of the model."),
         sandbox: str = typer.Option("auto", help="auto, bwrap or local: where bash runs."),
         verify: str = typer.Option("auto", help="auto, gpu or skip (skip: builds only, 'no GPU: verification skipped')."),
         eval_mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed."),
@@ -145,7 +148,8 @@ def register(app: typer.Typer) -> None:
                     problems.append(str(exc))
         else:
             try:
-                chosen = OpenAIPolicy(OpenAIConfig.from_env(base_url, model, api_key))
+                chosen = OpenAIPolicy(OpenAIConfig.from_env(base_url, model, api_key, temperature=temperature,
+                                                            max_completion_tokens=max_completion_tokens))
             except ConfigError as exc:
                 problems.append(f"{exc}. To try the loop without a model: cuda-agent optimize --policy scripted "
                                 "(replays the bundled example's script)")
@@ -203,5 +207,8 @@ def register(app: typer.Typer) -> None:
                       + ("" if result.reward_available else " (not available: no GPU)"))
         if result.best is not None:
             console.print(f"best kernel: {result.best.speedup_vs_compile:.3f}x vs torch.compile -> {paths['best']}")
+        if "final" in paths and not result.reward_available:
+            console.print(f"final workspace state: {paths['final']} (score it on a GPU host: cuda-agent bench offline "
+                          f"--solutions {paths['final'].parent} --only-solved)")
         console.print(f"report: {paths['report']}")
         sys.stdout.write(str(paths["report"]) + "\n")

@@ -1,0 +1,83 @@
+"""Parse Hermes/Qwen-style tool calls out of generated text.
+
+A policy trained with verl or TRL produces raw text, and so do OpenAI-compatible servers that do not parse tool
+calls themselves (llama.cpp's Python server with the model's own chat template): tool calls are JSON objects between
+``<tool_call>`` and ``</tool_call>``: ``<tool_call>{"name": "write", "arguments": {"path": "kernels/k.cu", ...}}</tool_call>``.
+Parsing never raises: a block that is not a JSON object with a ``name`` becomes a `ToolCall` the environment
+rejects with an error observation (and the call is counted as malformed, which the RFT filter reads).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from cuda_agent.agent.types import ToolCall
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)(?:" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """The text outside tool-call blocks, the calls in order, and the indices of the malformed ones."""
+
+    content: str
+    calls: tuple[ToolCall, ...]
+    malformed: tuple[int, ...] = ()
+
+    @property
+    def n_malformed(self) -> int:
+        return len(self.malformed)
+
+
+def parse_tool_calls(text: str) -> ParsedTurn:
+    """Split ``text`` into content and tool calls.
+
+    A block whose body is not a JSON object with a string ``name`` is kept as a call named after whatever name can
+    be recovered (or ``""``) with the raw body as its arguments, so the environment answers it with an error
+    observation that quotes what was wrong. An unclosed last block counts as malformed.
+    """
+    calls: list[ToolCall] = []
+    malformed: list[int] = []
+    for index, match in enumerate(_BLOCK.finditer(text)):
+        body = match.group(1).strip()
+        closed = match.group(0).endswith(TOOL_CALL_CLOSE)
+        call = _parse_block(body, index)
+        if call is None or not closed:
+            malformed.append(index)
+            call = call or ToolCall(name=_guess_name(body), arguments=body, id=f"call_{index}")
+        calls.append(call)
+    content = _BLOCK.sub("", text).strip()
+    return ParsedTurn(content=content, calls=tuple(calls), malformed=tuple(malformed))
+
+
+def format_tool_call(call: ToolCall) -> str:
+    """The canonical text of a call, as a Qwen/Hermes chat template renders it (used to script policies)."""
+    try:
+        arguments = call.parsed_arguments()
+    except ValueError:
+        arguments = call.arguments_json()  # type: ignore[assignment]
+    body = json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+
+
+def _parse_block(body: str, index: int) -> ToolCall | None:
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    if isinstance(arguments, dict):
+        return ToolCall(name=value["name"], arguments=arguments, id=f"call_{index}")
+    if isinstance(arguments, str):
+        return ToolCall(name=value["name"], arguments=arguments, id=f"call_{index}")
+    return ToolCall(name=value["name"], arguments=json.dumps(arguments), id=f"call_{index}")
+
+
+def _guess_name(body: str) -> str:
+    match = re.search(r'"name"\s*:\s*"([A-Za-z_][A-Za-z0-9_]*)"', body)
+    return match.group(1) if match else ""
