@@ -9,7 +9,8 @@ Layout of the output folder::
     responses/<task key>.json    the whole reply: text, finish reason, token counts, seconds
     generation.json              the model, the prompt's source, the settings, one summary row per task, the totals
 
-Tasks already in ``responses/`` are skipped, so an interrupted run continues where it stopped.
+Tasks already answered in ``responses/`` are skipped (those whose request failed are asked again), so an interrupted
+run continues where it stopped.
 """
 from __future__ import annotations
 
@@ -100,9 +101,10 @@ def generate_single_turn(tasks: Iterable[Task], policy: Any, out_dir: str | Path
         key = task_key(task.id)
         response_path = out / "responses" / f"{key}.json"
         if response_path.is_file():
-            saved = json.loads(response_path.read_text())
-            summary.rows.append(Generated(**saved["row"]))
-            continue
+            saved = Generated(**json.loads(response_path.read_text())["row"])
+            if not saved.error:  # a request that failed is asked again
+                summary.rows.append(saved)
+                continue
         messages = [Message(m["role"], m["content"]) for m in single_turn_messages(task)]
         started = time.monotonic()
         text, finish, error = "", "", ""
