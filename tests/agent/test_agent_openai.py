@@ -254,3 +254,21 @@ def test_final_state_is_saved_for_offline_scoring(serve, files_env, task, tmp_pa
     assert (final / "model_new.py").read_text() == "class ModelNew: pass\n"
     assert (final / "kernels" / "k.cu").read_text() == "// kernel\n"
     assert "malformed tool calls (answered with an error): 0" in paths["report"].read_text()
+
+
+def test_tool_calls_written_as_json_blocks_are_parsed(serve) -> None:
+    server = serve([
+        (200, {}, text_completion('```json\n{\n  "name": "read",\n  "arguments": {"path": "model.py"}\n}\n```')),
+        (200, {}, text_completion('Plan:\n```python\nconfig = {"name": "x", "arguments": 1}\n```\nNext I build.')),
+        (200, {}, text_completion('```json\n{"name": "write", "arguments": {"path": "a.cu", "content": "__global',
+                                  finish="length")),
+    ])
+    policy = policy_for(server.url, [])
+    first = policy.query(MESSAGES, TOOLS)
+    assert [c.name for c in first.tool_calls] == ["read"] and first.content == ""
+    assert first.tool_calls[0].parsed_arguments() == {"path": "model.py"}
+    second = policy.query(MESSAGES, TOOLS)  # code that merely contains such keys is not a call
+    assert second.tool_calls == () and "config = " in second.content
+    third = policy.query(MESSAGES, TOOLS)  # cut off inside the block: a call the environment will reject
+    assert [c.name for c in third.tool_calls] == ["write"] and third.finish_reason == "length"
+    assert isinstance(third.tool_calls[0].arguments, str)

@@ -36,3 +36,29 @@ def test_format_round_trips():
     parsed = parse_tool_calls(format_tool_call(call))
     assert parsed.calls[0].name == "edit"
     assert parsed.calls[0].parsed_arguments() == call.parsed_arguments()
+
+
+def test_json_fenced_calls_and_what_is_left_alone() -> None:
+    from cuda_agent.agent.toolparse import parse_json_tool_calls
+
+    two = parse_json_tool_calls('First\n```json\n{"name": "read", "arguments": {"path": "a"}}\n```\nthen\n'
+                                '```\n{"name": "bash", "parameters": {"command": "ls"}}\n```')
+    assert [c.name for c in two.calls] == ["read", "bash"] and two.malformed == ()
+    assert two.calls[1].parsed_arguments() == {"command": "ls"} and two.content == "First\n\nthen"
+    bare = parse_json_tool_calls('{"name": "submit", "arguments": {}}')
+    assert [c.name for c in bare.calls] == ["submit"]
+    broken = parse_json_tool_calls('```json\n{"name": "edit", "arguments": {"path": "k.cu",}}\n```')
+    assert broken.malformed == (0,) and broken.calls[0].name == "edit"
+    assert parse_json_tool_calls('```json\n{"shape": [1, 2]}\n```').calls == ()
+    assert parse_json_tool_calls('```python\nx = {"name": 1, "arguments": 2}\n```').calls == ()
+
+
+def test_json_calls_without_arguments_and_other_objects() -> None:
+    from cuda_agent.agent.toolparse import parse_json_tool_calls
+
+    # what Qwen2.5-Coder-1.5B wrote in its first agent turn here
+    reply = '```json\n{\n  "name": "build"\n}\n```\n\n```json\n{\n  "name": "submit"\n}\n```'
+    parsed = parse_json_tool_calls(reply)
+    assert [c.name for c in parsed.calls] == ["build", "submit"] and parsed.content == ""
+    assert parsed.calls[0].parsed_arguments() == {}
+    assert parse_json_tool_calls('```json\n{"name": "torch", "version": "2.5"}\n```').calls == ()

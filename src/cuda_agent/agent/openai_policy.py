@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from cuda_agent.agent.policy import ContextOverflowError
-from cuda_agent.agent.toolparse import TOOL_CALL_OPEN, parse_tool_calls
+from cuda_agent.agent.toolparse import TOOL_CALL_OPEN, parse_json_tool_calls, parse_tool_calls
 from cuda_agent.agent.types import AssistantTurn, Message, ToolCall, Usage
 from cuda_agent.errors import ConfigError, PolicyError
 
@@ -158,11 +158,12 @@ class OpenAIPolicy:
             calls.append(call if call.id else ToolCall(call.name, call.arguments, f"call_{index}"))
         content = message.get("content")
         content = content if isinstance(content, str) else ""
-        if not calls and TOOL_CALL_OPEN in content:
+        if not calls and content:
             # The server did not parse tool calls (llama.cpp's Python server with the model's own template, a plain
-            # completion server): read the Hermes/Qwen <tool_call> blocks from the text. A block that is not valid
-            # JSON still becomes a call, which the environment answers with an error observation.
-            parsed = parse_tool_calls(content)
+            # completion server): read the Hermes/Qwen <tool_call> blocks from the text, or, as small models often
+            # write them, ```json {"name": ..., "arguments": ...}``` blocks. A block that is not valid JSON still
+            # becomes a call, which the environment answers with an error observation.
+            parsed = (parse_tool_calls if TOOL_CALL_OPEN in content else parse_json_tool_calls)(content)
             content, calls = parsed.content, list(parsed.calls)
             if parsed.malformed:
                 log.info("%d of %d tool-call blocks in the reply are malformed", parsed.n_malformed, len(calls))

@@ -53,6 +53,57 @@ def parse_tool_calls(text: str) -> ParsedTurn:
     return ParsedTurn(content=content, calls=tuple(calls), malformed=tuple(malformed))
 
 
+_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
+_LOOKS_LIKE_CALL = (re.compile(r'"name"\s*:'), re.compile(r'"(?:arguments|parameters)"\s*:'))
+
+
+_CALL_KEYS = frozenset({"name", "arguments", "parameters"})
+
+
+def parse_json_tool_calls(text: str) -> ParsedTurn:
+    """Tool calls a small model writes as plain JSON instead of ``<tool_call>`` blocks: a ```json fence (or the
+    whole reply) holding ``{"name": ..., "arguments": {...}}`` (``arguments`` may be missing for a tool without any).
+
+    Only a JSON object whose keys are ``name`` (a string) and ``arguments`` / ``parameters`` counts, so code and other
+    JSON in a reply are left alone; a body that is not valid JSON (cut off, a trailing comma) but has both a
+    ``"name"`` and an ``"arguments"`` key becomes a malformed call, answered by the environment with an error.
+    """
+    candidates = [(m.span(), m.group(1).strip(), m.group(0).rstrip().endswith("```") and len(m.group(0)) > 3)
+                  for m in _FENCE.finditer(text)]
+    if not candidates and text.strip().startswith("{"):
+        candidates = [((0, len(text)), text.strip(), True)]
+    calls: list[ToolCall] = []
+    malformed: list[int] = []
+    spans: list[tuple[int, int]] = []
+    for span, body, closed in candidates:
+        if not body.startswith("{"):
+            continue
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError:
+            value = None
+        index = len(calls)
+        if isinstance(value, dict):
+            if not isinstance(value.get("name"), str) or not set(value) <= _CALL_KEYS:
+                continue
+            call = _parse_block(body, index)
+            if call is None:
+                continue
+            if not closed:
+                malformed.append(index)
+        elif all(p.search(body) for p in _LOOKS_LIKE_CALL):
+            malformed.append(index)
+            call = ToolCall(name=_guess_name(body), arguments=body, id=f"call_{index}")
+        else:
+            continue
+        calls.append(call)
+        spans.append(span)
+    content = text
+    for start, end in reversed(spans):
+        content = content[:start] + content[end:]
+    return ParsedTurn(content=content.strip(), calls=tuple(calls), malformed=tuple(malformed))
+
+
 def format_tool_call(call: ToolCall) -> str:
     """The canonical text of a call, as a Qwen/Hermes chat template renders it (used to script policies)."""
     try:

@@ -106,6 +106,7 @@ def register(app: typer.Typer) -> None:
         max_completion_tokens: int = typer.Option(8192, help="Most tokens one model reply may have (longer replies "
                                                   "are cut, and the agent is told)."),
         temperature: float = typer.Option(0.6, help="Sampling temperature of the model."),
+        request_timeout: float = typer.Option(600.0, help="Seconds one model request may take (a CPU server is slow)."),
         sandbox: str = typer.Option("auto", help="auto, bwrap or local: where bash runs."),
         verify: str = typer.Option("auto", help="auto, gpu or skip (skip: builds only, 'no GPU: verification skipped')."),
         eval_mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed."),
@@ -149,7 +150,8 @@ def register(app: typer.Typer) -> None:
         else:
             try:
                 chosen = OpenAIPolicy(OpenAIConfig.from_env(base_url, model, api_key, temperature=temperature,
-                                                            max_completion_tokens=max_completion_tokens))
+                                                            max_completion_tokens=max_completion_tokens,
+                                                            timeout_s=request_timeout))
             except ConfigError as exc:
                 problems.append(f"{exc}. To try the loop without a model: cuda-agent optimize --policy scripted "
                                 "(replays the bundled example's script)")
