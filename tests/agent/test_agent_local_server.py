@@ -86,3 +86,30 @@ def test_missing_pieces_are_named(stand_in, tmp_path: Path, monkeypatch) -> None
     assert find_llama_python() is None
     with pytest.raises(ConfigError, match="llama-cpp-python is not installed"):
         LocalModelServer(LocalServerConfig(model=model)).start()
+
+
+def test_serve_model_command_stops_its_server_on_sigterm(stand_in, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    script, model = stand_in
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli.main", "serve-model", "--model", str(model),
+                             "--python", str(script), "--port", "0", "--name", "tiny", "--log", str(tmp_path / "log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append(line)
+        if "serving" in line or len(lines) > 40:
+            break
+    assert any("serving tiny at http://127.0.0.1:" in line for line in lines), lines
+    child = int((tmp_path / "child.pid").read_text())
+    assert _alive(child)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 0 and "model server stopped" in rest
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
