@@ -39,7 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         pytest.skip(f"no test model at {model} (scripts/fetch_test_model.sh fetches it)")
     if python is None:
         pytest.skip("llama-cpp-python[server] not found (set CUDA_AGENT_LLAMA_PYTHON)")
-    config = LocalServerConfig(model=model, ctx=8192, threads=2, python=python, model_name="qwen-test",
+    config = LocalServerConfig(model=model, ctx=8192, threads=1, python=python, model_name="qwen-test",
                                log_path=tmp_path_factory.mktemp("llm") / "server.log")
     with LocalModelServer(config) as running:
         yield running
