@@ -272,3 +272,12 @@ def test_tool_calls_written_as_json_blocks_are_parsed(serve) -> None:
     third = policy.query(MESSAGES, TOOLS)  # cut off inside the block: a call the environment will reject
     assert [c.name for c in third.tool_calls] == ["write"] and third.finish_reason == "length"
     assert isinstance(third.tool_calls[0].arguments, str)
+
+
+def test_json_block_with_arguments_beside_a_known_tool_name(serve) -> None:
+    server = serve([(200, {}, text_completion('```json\n{"name": "read", "path": "model.py"}\n```')),
+                    (200, {}, text_completion('```json\n{"name": "grep", "pattern": "x"}\n```'))])
+    policy = policy_for(server.url, [])
+    (call,) = policy.query(MESSAGES, TOOLS).tool_calls  # TOOLS offers read
+    assert call.name == "read" and call.parsed_arguments() == {"path": "model.py"}
+    assert policy.query(MESSAGES, TOOLS).tool_calls == ()  # grep is not offered: left as text

@@ -62,3 +62,9 @@ def test_json_calls_without_arguments_and_other_objects() -> None:
     assert [c.name for c in parsed.calls] == ["build", "submit"] and parsed.content == ""
     assert parsed.calls[0].parsed_arguments() == {}
     assert parse_json_tool_calls('```json\n{"name": "torch", "version": "2.5"}\n```').calls == ()
+    # what it wrote for L1/22_Tanh: the arguments beside the name; a call when the name is one of the tools
+    flat = '```json\n{"name": "profile", "breakdown": true}\n```'
+    assert parse_json_tool_calls(flat).calls == ()
+    (call,) = parse_json_tool_calls(flat, tool_names=("build", "profile")).calls
+    assert call.name == "profile" and call.parsed_arguments() == {"breakdown": True}
+    assert parse_json_tool_calls('```json\n{"name": "torch", "version": "2.5"}\n```', ("profile",)).calls == ()

@@ -104,7 +104,8 @@ class OpenAIPolicy:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
         data = self._post_with_retries(body)
-        turn = self._parse(data)
+        names = [str((t.get("function") or {}).get("name", "")) for t in tools if isinstance(t, Mapping)]
+        turn = self._parse(data, names)
         self.usage = self.usage + turn.usage
         return turn
 
@@ -144,7 +145,7 @@ class OpenAIPolicy:
             "Check that the server is up (OPENAI_BASE_URL) and not overloaded."
         )
 
-    def _parse(self, data: Mapping[str, Any]) -> AssistantTurn:
+    def _parse(self, data: Mapping[str, Any], tool_names: Sequence[str] = ()) -> AssistantTurn:
         try:
             choice = data["choices"][0]
             message = choice["message"]
@@ -163,7 +164,8 @@ class OpenAIPolicy:
             # completion server): read the Hermes/Qwen <tool_call> blocks from the text, or, as small models often
             # write them, ```json {"name": ..., "arguments": ...}``` blocks. A block that is not valid JSON still
             # becomes a call, which the environment answers with an error observation.
-            parsed = (parse_tool_calls if TOOL_CALL_OPEN in content else parse_json_tool_calls)(content)
+            parsed = (parse_tool_calls(content) if TOOL_CALL_OPEN in content
+                      else parse_json_tool_calls(content, tool_names))
             content, calls = parsed.content, list(parsed.calls)
             if parsed.malformed:
                 log.info("%d of %d tool-call blocks in the reply are malformed", parsed.n_malformed, len(calls))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Collection
 
 from cuda_agent.agent.types import ToolCall
 
@@ -60,13 +61,14 @@ _LOOKS_LIKE_CALL = (re.compile(r'"name"\s*:'), re.compile(r'"(?:arguments|parame
 _CALL_KEYS = frozenset({"name", "arguments", "parameters"})
 
 
-def parse_json_tool_calls(text: str) -> ParsedTurn:
+def parse_json_tool_calls(text: str, tool_names: Collection[str] = ()) -> ParsedTurn:
     """Tool calls a small model writes as plain JSON instead of ``<tool_call>`` blocks: a ```json fence (or the
     whole reply) holding ``{"name": ..., "arguments": {...}}`` (``arguments`` may be missing for a tool without any).
 
-    Only a JSON object whose keys are ``name`` (a string) and ``arguments`` / ``parameters`` counts, so code and other
-    JSON in a reply are left alone; a body that is not valid JSON (cut off, a trailing comma) but has both a
-    ``"name"`` and an ``"arguments"`` key becomes a malformed call, answered by the environment with an error.
+    A JSON object whose keys are ``name`` (a string) and ``arguments`` / ``parameters`` counts; so does one that names
+    a tool in ``tool_names`` with its arguments beside the name (``{"name": "profile", "breakdown": true}``). Code
+    and other JSON in a reply are left alone. A body that is not valid JSON (cut off, a trailing comma) but has both
+    a ``"name"`` and an ``"arguments"`` key becomes a malformed call, answered by the environment with an error.
     """
     candidates = [(m.span(), m.group(1).strip(), m.group(0).rstrip().endswith("```") and len(m.group(0)) > 3)
                   for m in _FENCE.finditer(text)]
@@ -84,9 +86,14 @@ def parse_json_tool_calls(text: str) -> ParsedTurn:
             value = None
         index = len(calls)
         if isinstance(value, dict):
-            if not isinstance(value.get("name"), str) or not set(value) <= _CALL_KEYS:
+            name = value.get("name")
+            if isinstance(name, str) and set(value) <= _CALL_KEYS:
+                call = _parse_block(body, index)
+            elif isinstance(name, str) and name in tool_names:
+                call = ToolCall(name=name, arguments={k: v for k, v in value.items() if k != "name"},
+                                id=f"call_{index}")
+            else:
                 continue
-            call = _parse_block(body, index)
             if call is None:
                 continue
             if not closed:
