@@ -196,6 +196,8 @@ def phase_result(model: Path) -> Path:
             "agent_tasks": list(AGENT_TASKS),
             "speed": speed,
             "single_turn": {k: v for k, v in summary.items() if k != "rows"},
+            "single_turn_tokens_per_s_with_prompts": round(summary["completion_tokens"] / summary["seconds"], 2)
+            if summary["seconds"] else None,
             "single_turn_command": generation.get("command"),
             "episodes": episodes,
         },
