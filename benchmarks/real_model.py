@@ -9,6 +9,10 @@ Phases (each resumable; ``all`` runs them in order):
                  result.json, report.md and the final workspace state as benchmarks/real_model/agent/solutions/<key>/
     single-turn  `cuda-agent bench single-turn` over SINGLE_TURN_TASKS into benchmarks/real_model/single_turn/
     result       benchmarks/results/real_model.json from what the phases saved
+    score        on a GPU host: `cuda-agent bench offline` over both saved solution folders (resumable: run it again
+                 if it is cut off), the reports with plots in benchmarks/real_model/*/scored/, and the GPU metrics
+                 (single_turn_pass_rate, ..., geomean_vs_compile) written into real_model.json. With --standin it
+                 checks the same pipeline on a CPU (stand-in evaluator, results in a temp folder, nothing written)
 
 Needs: the GGUF (scripts/fetch_test_model.sh), a Python with llama-cpp-python[server] ($CUDA_AGENT_LLAMA_PYTHON),
 nvcc, and KernelBench ($CUDA_AGENT_KERNELBENCH).
@@ -37,6 +41,9 @@ from cuda_agent.benchmarks_io import machine_description
 log = logging.getLogger("real_model")
 
 AGENT_TASKS = ("L1/19_ReLU", "L1/22_Tanh", "L1/100_HingeLoss")
+# Two runs of the agent tasks: the environment as it is, and with submit refused until something has built (the
+# 1.5B model submitted in its first reply, before writing any file, in every episode of the plain run).
+AGENT_VARIANTS = {"agent_plain": (), "agent": ("--require-build-before-submit",)}
 SINGLE_TURN_TASKS = (
     # level 1: elementwise, reductions, a matmul, a norm, a loss
     "L1/19_ReLU", "L1/21_Sigmoid", "L1/22_Tanh", "L1/23_Softmax", "L1/25_Swish",
@@ -86,44 +93,51 @@ def phase_speed(server: LocalModelServer, out: Path) -> dict:
 
 
 def phase_agent(server: LocalModelServer, max_turns: int, max_completion: int) -> None:
-    for task_id in AGENT_TASKS:
-        key = task_id.replace("/", "_")
-        saved = ROOT / "agent" / key
-        if (saved / "episode.json").is_file():
-            log.info("agent %s: done already", task_id)
-            continue
-        run_dir = RUNS / "agent" / key
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        args = _cli("optimize", task_id, "--base-url", server.base_url, "--model", server.model_name,
-                    "--verify", "skip", "--max-turns", str(max_turns), "--context-tokens", str(CTX),
-                    "--max-completion-tokens", str(max_completion), "--temperature", "0.2", "--max-wall", "1500",
-                    "--request-timeout", "1800",
-                    "--out", str(run_dir))
-        log.info("agent %s: %s", task_id, _shown(args))
-        started = time.monotonic()
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=2400)
-        seconds = time.monotonic() - started
-        saved.mkdir(parents=True, exist_ok=True)
-        (saved / "console.log").write_text(proc.stdout + proc.stderr)
-        result_path = run_dir / "result.json"
-        crashed = proc.returncode != 0 or not result_path.is_file()
-        for name in ("trajectory.jsonl", "result.json", "report.md"):
-            if (run_dir / name).is_file():
-                shutil.copy(run_dir / name, saved / name)
-        final = run_dir / "final" / key
-        if final.is_dir():
-            target = ROOT / "agent" / "solutions" / key
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(final, target)
-        result = json.loads(result_path.read_text()) if result_path.is_file() else {}
-        episode = {"task": task_id, "command": _shown(args), "exit_code": proc.returncode, "crashed": crashed,
-                   "seconds": round(seconds, 1), "reason": result.get("reason"), "turns": result.get("turns"),
-                   "malformed_tool_calls": result.get("malformed_tool_calls"), "usage": result.get("usage"),
-                   "builds": _builds(saved / "trajectory.jsonl"), "workspace": result.get("workspace")}
-        (saved / "episode.json").write_text(json.dumps(episode, indent=1) + "\n")
-        log.info("agent %s: %s", task_id, episode)
+    for variant, flags in AGENT_VARIANTS.items():
+        for task_id in AGENT_TASKS:
+            _episode(server, variant, flags, task_id, max_turns, max_completion)
+
+
+def _episode(server: LocalModelServer, variant: str, flags: tuple[str, ...], task_id: str, max_turns: int,
+             max_completion: int) -> None:
+    key = task_id.replace("/", "_")
+    saved = ROOT / variant / key
+    if (saved / "episode.json").is_file():
+        log.info("%s %s: done already", variant, task_id)
+        return
+    run_dir = RUNS / variant / key
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    args = _cli("optimize", task_id, "--base-url", server.base_url, "--model", server.model_name,
+                "--verify", "skip", "--max-turns", str(max_turns), "--context-tokens", str(CTX),
+                "--max-completion-tokens", str(max_completion), "--temperature", "0.2", "--max-wall", "1500",
+                "--request-timeout", "1800", *flags,
+                "--out", str(run_dir))
+    log.info("%s %s: %s", variant, task_id, _shown(args))
+    started = time.monotonic()
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=2400)
+    seconds = time.monotonic() - started
+    saved.mkdir(parents=True, exist_ok=True)
+    (saved / "console.log").write_text(proc.stdout + proc.stderr)
+    result_path = run_dir / "result.json"
+    crashed = proc.returncode != 0 or not result_path.is_file()
+    for name in ("trajectory.jsonl", "result.json", "report.md"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, saved / name)
+    final = run_dir / "final" / key
+    if final.is_dir():
+        target = ROOT / variant / "solutions" / key
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(final, target)
+    result = json.loads(result_path.read_text()) if result_path.is_file() else {}
+    episode = {"task": task_id, "variant": variant, "command": _shown(args), "exit_code": proc.returncode,
+               "crashed": crashed, "seconds": round(seconds, 1), "reason": result.get("reason"),
+               "turns": result.get("turns"), "malformed_tool_calls": result.get("malformed_tool_calls"),
+               "usage": result.get("usage"),
+               "builds": _builds(saved / "trajectory.jsonl"), "workspace": result.get("workspace")}
+    (saved / "episode.json").write_text(json.dumps(episode, indent=1) + "\n")
+    log.info("%s %s: %s", variant, task_id, episode)
 
 
 def _builds(trajectory: Path) -> dict:
@@ -146,18 +160,66 @@ def phase_single_turn(server: LocalModelServer, max_tokens: int) -> None:
     subprocess.run(args, check=True, timeout=4 * 3600)
 
 
+SCORED = {"single_turn": (SINGLE_TURN_TASKS, "Qwen2.5-Coder-1.5B-Instruct (single turn)"),
+          "agent": (AGENT_TASKS, "Qwen2.5-Coder-1.5B-Instruct (agent, final workspaces)"),
+          "agent_plain": (AGENT_TASKS, "Qwen2.5-Coder-1.5B-Instruct (agent, plain environment, final workspaces)")}
+
+
+def _score_args(kind: str, out: Path) -> list[str]:
+    ids, name = SCORED[kind]
+    return _cli("bench", "offline", "--solutions", str(ROOT / kind / "solutions"), "--tasks", "kernelbench",
+                "--ids", ",".join(ids), "--out", str(out), "--name", name)
+
+
+def phase_score(standin: bool) -> dict:
+    """Score both solution folders with `bench offline`; return the metrics, and (not ``standin``) write them
+    into benchmarks/results/real_model.json."""
+    import tempfile
+
+    from cuda_agent.bench import MetricsConfig, compute_metrics
+    from cuda_agent.bench.results import load_results
+
+    found: dict[str, dict] = {}
+    base = Path(tempfile.mkdtemp(prefix="real-model-score-")) if standin else ROOT
+    for kind in SCORED:
+        out = base / kind / "scored"
+        args = _score_args(kind, out) + (["--standin", "--store", f"sqlite:///{base}/store.db"] if standin else [])
+        log.info("score %s: %s", kind, _shown(args))
+        subprocess.run(args, check=True, timeout=3600)
+        results = load_results(out / "results.json")
+        overall = compute_metrics(results.outcomes, results.tasks, MetricsConfig()).overall
+        found[kind] = {"pass_rate": overall.pass_rate, "faster_than_eager": overall.faster_than_eager_rate,
+                       "faster_than_compile": overall.faster_than_compile_rate,
+                       "geomean_vs_eager": overall.geomean_speedup_vs_eager,
+                       "geomean_vs_compile": overall.geomean_speedup_vs_compile, "correct": overall.correct,
+                       "tasks": overall.tasks, "report": str(out / "report.md"),
+                       "command": _shown(_score_args(kind, out))}
+    log.info("scored: %s", found)
+    if standin:
+        return found
+    path = Path("benchmarks/results/real_model.json")
+    record = json.loads(path.read_text())
+    single = found["single_turn"]
+    record["metrics"].update({
+        "single_turn_pass_rate": single["pass_rate"], "single_turn_faster_than_eager": single["faster_than_eager"],
+        "single_turn_faster_than_compile": single["faster_than_compile"],
+        "geomean_vs_compile": single["geomean_vs_compile"], "agent_pass_rate": found["agent"]["pass_rate"],
+        "agent_plain_pass_rate": found["agent_plain"]["pass_rate"]})
+    record["scored"] = {"machine": machine_description(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "command": "PYTHONPATH=src python3 benchmarks/real_model.py score", **found}
+    record.pop("pending_gpu", None)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return found
+
+
 def phase_result(model: Path) -> Path:
     sha_file = model.with_name(model.name + ".sha256")
     sha = sha_file.read_text().strip() if sha_file.is_file() else ""
     speed = json.loads((ROOT / "speed.json").read_text())
-    episodes = [json.loads(p.read_text()) for p in sorted((ROOT / "agent").glob("*/episode.json"))]
+    episodes = [json.loads(p.read_text()) for variant in AGENT_VARIANTS
+                for p in sorted((ROOT / variant).glob("*/episode.json"))]
     generation = json.loads((ROOT / "single_turn" / "generation.json").read_text())
     summary = generation["summary"]
-    ids = ",".join(SINGLE_TURN_TASKS)
-    score_single = (f"cuda-agent bench offline --solutions {ROOT}/single_turn/solutions --tasks kernelbench "
-                    f"--ids {ids} --out {ROOT}/single_turn/scored --name 'Qwen2.5-Coder-1.5B-Instruct (single turn)'")
-    score_agent = (f"cuda-agent bench offline --solutions {ROOT}/agent/solutions --tasks kernelbench "
-                   f"--ids {','.join(AGENT_TASKS)} --out {ROOT}/agent/scored --name 'Qwen2.5-Coder-1.5B-Instruct (agent)'")
     record = {
         "name": "real_model",
         "machine": machine_description(),
@@ -186,10 +248,15 @@ def phase_result(model: Path) -> Path:
         },
         "pending_gpu": {
             "note": "the single-turn pass rate, faster-than-eager/compile rates and geomean speedup need a GPU; "
-                    "this CPU machine has none. They await scoring on the H200 with the commands below (the "
-                    "report there has the plots); the agent's final workspaces are scored the same way.",
-            "score_single_turn": score_single,
-            "score_agent": score_agent,
+                    "this CPU machine has none. They await scoring on the H200: `PYTHONPATH=src python3 "
+                    "benchmarks/real_model.py score` (or `bash benchmarks/run_gpu_suite.sh realmodel`) runs the two "
+                    "commands below, writes the reports with plots under benchmarks/real_model/*/scored/ and fills "
+                    "these fields. KernelBench is found as for every bench command ($CUDA_AGENT_KERNELBENCH or "
+                    "shared/kernelbench beside the checkout).",
+            "score": "PYTHONPATH=src python3 benchmarks/real_model.py score",
+            "score_single_turn": _shown(_score_args("single_turn", ROOT / "single_turn" / "scored")),
+            "score_agent": _shown(_score_args("agent", ROOT / "agent" / "scored")),
+            "score_agent_plain": _shown(_score_args("agent_plain", ROOT / "agent_plain" / "scored")),
         },
         "details": {
             "tasks": list(SINGLE_TURN_TASKS),
@@ -209,7 +276,8 @@ def phase_result(model: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=("speed", "agent", "single-turn", "result", "all"))
+    parser.add_argument("phase", choices=("speed", "agent", "single-turn", "result", "all", "score"))
+    parser.add_argument("--standin", action="store_true", help="score: the stand-in evaluator (CPU pipeline check)")
     parser.add_argument("--model", type=Path, default=None, help="GGUF file (default: the fetched test model)")
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads; on a shared 2-core machine one "
                         "thread generated 6.75 tokens/s where two managed 0.38 (threads waiting on each other)")
@@ -224,6 +292,9 @@ def main() -> int:
     ROOT.mkdir(parents=True, exist_ok=True)
     if args.phase == "result":
         print(phase_result(model))
+        return 0
+    if args.phase == "score":
+        print(json.dumps(phase_score(args.standin), indent=1))
         return 0
     config = LocalServerConfig(model=model, ctx=CTX, threads=args.threads, model_name=MODEL_NAME,
                                log_path=RUNS / "server.log")

@@ -164,7 +164,7 @@ class Agent:
             if record["messages"] and self._writer is not None:
                 state = self.env.state()
                 record["env"] = {"turns": state.turns, "usage": state.usage.to_dict(), "elapsed_s": state.elapsed_s,
-                                 "malformed_calls": state.malformed_calls}
+                                 "malformed_calls": state.malformed_calls, "builds_ok": state.builds_ok}
                 self._writer.append(record)
 
     def _query(self) -> AssistantTurn:
@@ -176,8 +176,8 @@ class Agent:
                 log.warning("context overflow; condensing harder and retrying once")
                 return self.policy.query(condense(self.messages, self.config, force=True), tools)
         except ContextOverflowError as exc:
-            raise AgentExit("context_overflow", f"the conversation does not fit the model's context even when "
-                                                f"condensed (set --context-tokens to the server's window): {exc}") from exc
+            raise AgentExit("context_overflow", "the conversation does not fit the model's context even when condensed "
+                                                f"(set --context-tokens to the server's window): {exc}") from exc
         except PolicyError as exc:
             raise AgentExit("policy_error", str(exc)) from exc
 

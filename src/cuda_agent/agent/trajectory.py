@@ -129,6 +129,7 @@ class Trajectory:
             best=best,
             last_evaluation=last_eval,
             malformed_calls=int(env.get("malformed_calls", 0)),
+            builds_ok=int(env.get("builds_ok", 0)),
         )
 
     @property

@@ -111,6 +111,8 @@ def register(app: typer.Typer) -> None:
         verify: str = typer.Option("auto", help="auto, gpu or skip (skip: builds only, 'no GPU: verification skipped')."),
         eval_mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed."),
         resume: bool = typer.Option(False, help="Continue the episode saved in --out."),
+        require_build: bool = typer.Option(False, "--require-build-before-submit", help="Refuse submit while nothing "
+                                           "has built in the episode (small models submit before writing anything)."),
     ) -> None:
         """Run the agent on one task; write the best kernel, report.md, result.json and the trajectory."""
         from cuda_agent.agent import AgentConfig, AgentEnv, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
@@ -180,6 +182,7 @@ def register(app: typer.Typer) -> None:
         env_config = EnvConfig(
             max_turns=max_turns or defaults.max_turns, max_tokens=max_tokens, max_wall_s=max_wall,
             sandbox=sandbox, verify=verify_mode, workspace_root=out_dir / "workspace", keep_workspace=True,  # type: ignore[arg-type]
+            submit_requires_build=require_build,
         )
         eval_config = None
         if verify_mode == "gpu":
