@@ -68,3 +68,19 @@ def test_json_calls_without_arguments_and_other_objects() -> None:
     (call,) = parse_json_tool_calls(flat, tool_names=("build", "profile")).calls
     assert call.name == "profile" and call.parsed_arguments() == {"breakdown": True}
     assert parse_json_tool_calls('```json\n{"name": "torch", "version": "2.5"}\n```', ("profile",)).calls == ()
+
+
+def test_several_json_calls_in_one_block() -> None:
+    from cuda_agent.agent.toolparse import parse_json_tool_calls
+
+    # what the model wrote for L1/22_Tanh: a write and a build in one fence, one object a line
+    block = ('```json\n{"name": "write", "arguments": {"path": "kernels/t.cu", "content": "CA_EXPORT(t);"}}\n'
+             '{"name": "build", "arguments": "{}"}\n```')
+    parsed = parse_json_tool_calls(block)
+    assert [c.name for c in parsed.calls] == ["write", "build"] and parsed.malformed == ()
+    assert parsed.calls[0].parsed_arguments()["path"] == "kernels/t.cu" and parsed.calls[1].parsed_arguments() == {}
+    assert len({c.id for c in parsed.calls}) == 2
+    # a second object that is not a call is left out; a broken one makes the block one malformed call
+    assert [c.name for c in parse_json_tool_calls('```json\n{"name": "build"}\n{"x": 1}\n```').calls] == ["build"]
+    broken = parse_json_tool_calls('```json\n{"name": "build", "arguments": {}}\n{"name": "verify", "arguments": {]}\n```')
+    assert broken.malformed == (0,) and len(broken.calls) == 1

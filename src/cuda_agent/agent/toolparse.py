@@ -66,8 +66,8 @@ def parse_json_tool_calls(text: str, tool_names: Collection[str] = ()) -> Parsed
     whole reply) holding ``{"name": ..., "arguments": {...}}`` (``arguments`` may be missing for a tool without any).
 
     A JSON object whose keys are ``name`` (a string) and ``arguments`` / ``parameters`` counts; so does one that names
-    a tool in ``tool_names`` with its arguments beside the name (``{"name": "profile", "breakdown": true}``). Code
-    and other JSON in a reply are left alone. A body that is not valid JSON (cut off, a trailing comma) but has both
+    a tool in ``tool_names`` with its arguments beside the name (``{"name": "profile", "breakdown": true}``); a block
+    may hold several such objects one after another. Code and other JSON in a reply are left alone. A body that is not valid JSON (cut off, a trailing comma) but has both
     a ``"name"`` and an ``"arguments"`` key becomes a malformed call, answered by the environment with an error.
     """
     candidates = [(m.span(), m.group(1).strip(), m.group(0).rstrip().endswith("```") and len(m.group(0)) > 3)
@@ -80,35 +80,55 @@ def parse_json_tool_calls(text: str, tool_names: Collection[str] = ()) -> Parsed
     for span, body, closed in candidates:
         if not body.startswith("{"):
             continue
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError:
-            value = None
-        index = len(calls)
-        if isinstance(value, dict):
+        values = _json_objects(body)
+        found: list[ToolCall] = []
+        for value in values or ():
             name = value.get("name")
+            index = len(calls) + len(found)
             if isinstance(name, str) and set(value) <= _CALL_KEYS:
-                call = _parse_block(body, index)
+                call = _parse_block(json.dumps(value), index)
             elif isinstance(name, str) and name in tool_names:
                 call = ToolCall(name=name, arguments={k: v for k, v in value.items() if k != "name"},
                                 id=f"call_{index}")
             else:
-                continue
-            if call is None:
+                call = None
+            if call is not None:
+                found.append(call)
+        if values is not None:
+            if not found:
                 continue
             if not closed:
-                malformed.append(index)
+                malformed.append(len(calls) + len(found) - 1)
         elif all(p.search(body) for p in _LOOKS_LIKE_CALL):
-            malformed.append(index)
-            call = ToolCall(name=_guess_name(body), arguments=body, id=f"call_{index}")
+            malformed.append(len(calls))
+            found = [ToolCall(name=_guess_name(body), arguments=body, id=f"call_{len(calls)}")]
         else:
             continue
-        calls.append(call)
+        calls.extend(found)
         spans.append(span)
     content = text
     for start, end in reversed(spans):
         content = content[:start] + content[end:]
     return ParsedTurn(content=content.strip(), calls=tuple(calls), malformed=tuple(malformed))
+
+
+def _json_objects(body: str) -> list[dict] | None:
+    """The JSON objects ``body`` holds one after another (a model often puts several calls in one block, one a
+    line); None when any part is not a JSON object."""
+    decoder = json.JSONDecoder()
+    values: list[dict] = []
+    index = 0
+    while index < len(body):
+        try:
+            value, index = decoder.raw_decode(body, index)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        values.append(value)
+        while index < len(body) and body[index] in " \t\r\n,":
+            index += 1
+    return values
 
 
 def format_tool_call(call: ToolCall) -> str:
