@@ -141,7 +141,9 @@ def _episode(server: LocalModelServer, variant: str, flags: tuple[str, ...], tas
 
 
 def _builds(trajectory: Path) -> dict:
-    ok = failed = 0
+    """Build attempts of an episode: succeeded, failed, and those where nvcc ran (not refused before compiling,
+    e.g. for want of any kernel file)."""
+    ok = failed = nvcc = 0
     if trajectory.is_file():
         for line in trajectory.read_text().splitlines():
             record = json.loads(line)
@@ -149,7 +151,17 @@ def _builds(trajectory: Path) -> dict:
                 build = res.get("info", {}).get("build")
                 if build:
                     ok, failed = ok + bool(build.get("ok")), failed + (not build.get("ok"))
-    return {"ok": ok, "failed": failed}
+                    nvcc += bool(build.get("compiled") or build.get("log"))
+    return {"ok": ok, "failed": failed, "nvcc_ran": nvcc}
+
+
+def _replies(saved: Path) -> dict:
+    """The model's replies in an episode: all, those cut at the completion limit, those without any tool call."""
+    path = saved / "trajectory.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    turns = [r for r in records if r.get("type") == "turn"]
+    return {"replies": len(turns), "cut": sum(r.get("finish_reason") == "length" for r in turns),
+            "no_tool_call": sum(not r["messages"][0].get("tool_calls") for r in turns)}
 
 
 def phase_single_turn(server: LocalModelServer, max_tokens: int) -> None:
@@ -218,6 +230,9 @@ def phase_result(model: Path) -> Path:
     speed = json.loads((ROOT / "speed.json").read_text())
     episodes = [json.loads(p.read_text()) for variant in AGENT_VARIANTS
                 for p in sorted((ROOT / variant).glob("*/episode.json"))]
+    for episode in episodes:
+        saved = ROOT / episode["variant"] / episode["task"].replace("/", "_")
+        episode["builds"], episode["replies"] = _builds(saved / "trajectory.jsonl"), _replies(saved)
     generation = json.loads((ROOT / "single_turn" / "generation.json").read_text())
     summary = generation["summary"]
     record = {
@@ -238,9 +253,13 @@ def phase_result(model: Path) -> Path:
             "agent_episodes": len(episodes),
             "agent_episode_crashes": sum(bool(e["crashed"]) for e in episodes),
             "malformed_tool_calls_handled": sum(int(e.get("malformed_tool_calls") or 0) for e in episodes),
-            "agent_turns": sum(int(e.get("turns") or 0) for e in episodes),
+            "agent_env_turns": sum(int(e.get("turns") or 0) for e in episodes),
             "agent_builds_ok": sum(e["builds"]["ok"] for e in episodes),
             "agent_builds_failed": sum(e["builds"]["failed"] for e in episodes),
+            "agent_builds_nvcc_ran": sum(e["builds"]["nvcc_ran"] for e in episodes),
+            "agent_model_replies": sum(e["replies"]["replies"] for e in episodes),
+            "agent_replies_cut_at_max_tokens": sum(e["replies"]["cut"] for e in episodes),
+            "agent_replies_without_tool_call": sum(e["replies"]["no_tool_call"] for e in episodes),
             "single_turn_pass_rate": None,
             "single_turn_faster_than_eager": None,
             "single_turn_faster_than_compile": None,

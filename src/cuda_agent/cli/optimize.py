@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
                       + ("" if result.reward_available else " (not available: no GPU)"))
         if result.best is not None:
             console.print(f"best kernel: {result.best.speedup_vs_compile:.3f}x vs torch.compile -> {paths['best']}")
-        if "final" in paths and not result.reward_available:
+        if "final" in paths and verify_mode == "skip":
             console.print(f"final workspace state: {paths['final']} (score it on a GPU host: cuda-agent bench offline "
                           f"--solutions {paths['final'].parent} --only-solved)")
         console.print(f"report: {paths['report']}")
