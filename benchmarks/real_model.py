@@ -14,7 +14,8 @@ Phases (each resumable; ``all`` runs them in order):
                  (single_turn_pass_rate, ..., geomean_vs_compile) written into real_model.json. With --standin it
                  checks the same pipeline on a CPU (stand-in evaluator, results in a temp folder, nothing written)
 
-Needs: the GGUF (scripts/fetch_test_model.sh), a Python with llama-cpp-python[server] ($CUDA_AGENT_LLAMA_PYTHON),
+Needs: the GGUF (scripts/fetch_test_model.sh), a Python with llama-cpp-python[server] ($CUDA_AGENT_LLAMA_PYTHON;
+scripts/install_llama_server.sh makes one),
 nvcc, and KernelBench ($CUDA_AGENT_KERNELBENCH).
 
     CUDA_AGENT_LLAMA_PYTHON=.llm-venv/bin/python CUDA_AGENT_KERNELBENCH=../shared/kernelbench \
