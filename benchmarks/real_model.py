@@ -244,8 +244,9 @@ def phase_result(model: Path) -> Path:
                    "PYTHONPATH=src python3 benchmarks/real_model.py all",
         "model": "Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (" + model.name + ")",
         "gguf_sha256": sha,
-        "server": "llama-cpp-python[server] (llama.cpp, CPU), the GGUF's own chat template, "
-                  f"n_ctx {CTX}, on 127.0.0.1",
+        "server": "llama-cpp-python[server] 0.3.36 (llama.cpp on the CPU, one thread) built from source by "
+                  "scripts/install_llama_server.sh (the package index has no prebuilt wheel; Debian 12 has no llama.cpp "
+                  f"package), the GGUF's own chat template, n_ctx {CTX}, on 127.0.0.1",
         "metrics": {
             "tokens_per_s": speed["tokens_per_s"],
             "tasks": len(SINGLE_TURN_TASKS),
