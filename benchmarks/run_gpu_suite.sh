@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth realmodel
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -47,9 +47,10 @@ for s in "${stages[@]}"; do
     pool) stage pool 150 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 25 --seconds-loaded 40 ;;
     agent) stage agent 240 python3 benchmarks/agent_episode.py ;;
     bench) stage bench 220 python3 benchmarks/bench_offline.py --budget-s 160 ;;
+    realmodel) stage realmodel 590 python3 benchmarks/real_model.py score ;;
     synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac
 done
-tar czf "$OUT/results.tgz" benchmarks/results benchmarks/logs benchmarks/reports 2>/dev/null
+tar czf "$OUT/results.tgz" benchmarks/results benchmarks/logs benchmarks/reports benchmarks/real_model 2>/dev/null
 cat "$summary"

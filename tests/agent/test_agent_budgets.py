@@ -109,3 +109,24 @@ def test_loop_condenses_what_the_policy_sees_but_saves_everything(files_env, tas
     assert estimate_message_tokens(saved.messages()) > window
     assert all("seq" not in r["observation"] and r["observation"].startswith("1\n")
                for turn in saved.turns for r in turn["results"])
+
+
+def test_submit_before_anything_built_is_refused_when_asked(backend, task, slow_kernel, model_new_text,
+                                                            tmp_path: Path) -> None:
+    from cuda_agent.agent import AgentEnv, EnvConfig
+
+    submit = {"name": "submit", "arguments": {}}
+    steps = [submit,
+             {"name": "write", "arguments": {"path": "kernels/scaled_silu.cu", "content": slow_kernel}},
+             {"name": "write", "arguments": {"path": "model_new.py", "content": model_new_text}},
+             submit]
+    env = AgentEnv(EnvConfig(sandbox="local", verify="skip", submit_requires_build=True), backend)
+    result = run_episode(task, ScriptedPolicy.from_steps(steps), env, trajectory=tmp_path / "t.jsonl")
+    assert result.reason == "submitted" and result.turns == 4
+    saved = Trajectory.load(tmp_path / "t.jsonl")
+    first = saved.turns[0]["results"][0]
+    assert "submit refused: nothing has built" in first["observation"] and not first["terminated"]
+    assert saved.turns[-1]["env"]["builds_ok"] == 1
+    # without the option the same first submit ends the episode
+    plain = AgentEnv(EnvConfig(sandbox="local", verify="skip"), backend)
+    assert run_episode(task, ScriptedPolicy.from_steps(steps), plain).turns == 1

@@ -172,3 +172,112 @@ def test_episode_against_the_server(serve, files_env, task, tmp_path: Path) -> N
                                          "user"]
     assert last[3]["tool_call_id"] == "call_0" and "class Model" in last[3]["content"]
     assert {t["function"]["name"] for t in server.requests[0]["tools"]} >= {"bash", "write", "edit", "submit"}
+
+
+# ---- what a real small model does (llama.cpp serving a 1.5B model): tool calls as text, broken JSON, cut-off
+# replies, empty turns, a context that overflows ----
+
+def text_completion(content: str, finish: str = "stop", done: int = 20) -> dict:
+    reply = completion(content, done=done)
+    reply["choices"][0]["finish_reason"] = finish
+    return reply
+
+
+def test_tool_calls_written_as_text_are_parsed(serve) -> None:
+    server = serve([(200, {}, text_completion(
+        'Let me look.\n<tool_call>\n{"name": "read", "arguments": {"path": "model.py"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "glob", "arguments": {"pattern": "kernels/*"}}\n</tool_call>'))])
+    turn = policy_for(server.url, []).query(MESSAGES, TOOLS)
+    assert turn.content == "Let me look."
+    assert [c.name for c in turn.tool_calls] == ["read", "glob"]
+    assert turn.tool_calls[0].parsed_arguments() == {"path": "model.py"} and turn.finish_reason == "stop"
+    assert len({c.id for c in turn.tool_calls}) == 2
+
+
+def test_structured_tool_calls_win_over_text(serve) -> None:
+    reply = completion('<tool_call>{"name": "bash", "arguments": {}}</tool_call>', [("read", {"path": "a"})])
+    server = serve([(200, {}, reply)])
+    turn = policy_for(server.url, []).query(MESSAGES, TOOLS)
+    assert [c.name for c in turn.tool_calls] == ["read"]
+
+
+def test_llama_cpp_overflow_message_is_a_context_overflow(serve) -> None:
+    server = serve([(400, {}, {"error": {"message": "Requested tokens (17000) exceed context window of 16384"}})])
+    with pytest.raises(ContextOverflowError):
+        policy_for(server.url, []).query(MESSAGES, TOOLS)
+
+
+def test_a_real_models_mistakes_end_in_trajectory_entries(serve, files_env, task, tmp_path: Path) -> None:
+    overflow = (400, {}, {"error": {"message": "Requested tokens (20000) exceed context window of 16384"}})
+    server = serve([
+        (200, {}, text_completion('<tool_call>\n{"name": "read", "arguments": {"path": "model.py",}}\n</tool_call>')),
+        (200, {}, text_completion('<tool_call>\n{"name": "compile_kernel", "arguments": {}}\n</tool_call>')),
+        (200, {}, text_completion('<tool_call>\n{"name": "write", "arguments": {"path": "model_new.py", "content": '
+                                  '"import torch\\nclass ModelNew', finish="length", done=2048)),
+        (200, {}, text_completion("")),
+        (200, {}, text_completion("I think the kernel should use shared memory and " * 40, finish="length")),
+        (200, {}, completion("", [("write", {"path": "model_new.py", "content": "import torch\n"})])),
+        overflow, overflow,
+    ])
+    result = run_episode(task, policy_for(server.url, []), files_env, trajectory=tmp_path / "t.jsonl")
+    assert result.reason == "context_overflow" and "context" in result.message
+    assert result.turns == 6 and result.malformed_tool_calls == 3
+    saved = Trajectory.load(tmp_path / "t.jsonl")
+    results = [t["results"][0] for t in saved.turns]
+    observations = [r["observation"] for r in results]
+    assert "not valid JSON" in observations[0] and results[0]["info"]["malformed"] is True
+    assert "unknown tool 'compile_kernel'" in observations[1] and results[1]["info"]["malformed"] is True
+    assert "not valid JSON" in observations[2] and "cut off" in observations[2]
+    assert saved.turns[2]["finish_reason"] == "length"
+    assert "no tool call" in observations[3] and "malformed" not in results[3]["info"]
+    assert "cut off before any tool call" in observations[4] and "malformed" not in results[4]["info"]
+    assert results[5]["info"]["ok"] is True and results[5]["info"]["tool"] == "write"
+    assert saved.turns[-1]["env"]["malformed_calls"] == 3
+    assert saved.end is not None and saved.end["reason"] == "context_overflow" and saved.end["malformed_tool_calls"] == 3
+    assert len(server.requests) == 8  # the overflow was retried once, condensed harder, then the episode ended
+
+
+def test_final_state_is_saved_for_offline_scoring(serve, files_env, task, tmp_path: Path) -> None:
+    from cuda_agent.agent import write_outputs
+
+    server = serve([
+        (200, {}, completion("", [("write", {"path": "kernels/k.cu", "content": "// kernel\n"})])),
+        (200, {}, completion("", [("write", {"path": "model_new.py", "content": "class ModelNew: pass\n"})])),
+        (200, {}, completion("", [("submit", {})])),
+    ])
+    files_env.config = type(files_env.config)(**{**files_env.config.__dict__, "keep_workspace": True})
+    result = run_episode(task, policy_for(server.url, []), files_env, trajectory=tmp_path / "t.jsonl")
+    assert result.reason == "submitted" and result.best is None
+    paths = write_outputs(result, tmp_path / "out")
+    final = paths["final"]
+    assert final == tmp_path / "out" / "final" / task.id.replace("/", "_")
+    assert (final / "model_new.py").read_text() == "class ModelNew: pass\n"
+    assert (final / "kernels" / "k.cu").read_text() == "// kernel\n"
+    assert "malformed tool calls (answered with an error): 0" in paths["report"].read_text()
+
+
+def test_tool_calls_written_as_json_blocks_are_parsed(serve) -> None:
+    server = serve([
+        (200, {}, text_completion('```json\n{\n  "name": "read",\n  "arguments": {"path": "model.py"}\n}\n```')),
+        (200, {}, text_completion('Plan:\n```python\nconfig = {"name": "x", "arguments": 1}\n```\nNext I build.')),
+        (200, {}, text_completion('```json\n{"name": "write", "arguments": {"path": "a.cu", "content": "__global',
+                                  finish="length")),
+    ])
+    policy = policy_for(server.url, [])
+    first = policy.query(MESSAGES, TOOLS)
+    assert [c.name for c in first.tool_calls] == ["read"] and first.content == ""
+    assert first.tool_calls[0].parsed_arguments() == {"path": "model.py"}
+    second = policy.query(MESSAGES, TOOLS)  # code that merely contains such keys is not a call
+    assert second.tool_calls == () and "config = " in second.content
+    third = policy.query(MESSAGES, TOOLS)  # cut off inside the block: a call the environment will reject
+    assert [c.name for c in third.tool_calls] == ["write"] and third.finish_reason == "length"
+    assert isinstance(third.tool_calls[0].arguments, str)
+
+
+def test_json_block_with_arguments_beside_a_known_tool_name(serve) -> None:
+    server = serve([(200, {}, text_completion('```json\n{"name": "read", "path": "model.py"}\n```')),
+                    (200, {}, text_completion('```json\n{"name": "grep", "pattern": "x"}\n```'))])
+    policy = policy_for(server.url, [])
+    (call,) = policy.query(MESSAGES, TOOLS).tool_calls  # TOOLS offers read
+    assert call.name == "read" and call.parsed_arguments() == {"path": "model.py"}
+    assert policy.query(MESSAGES, TOOLS).tool_calls == ()  # grep is not offered: left as text

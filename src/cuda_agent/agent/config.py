@@ -31,6 +31,9 @@ class EnvConfig:
         evaluate_on_truncation: when the budget runs out without a submit, evaluate the current workspace once.
         workspace_root: folder under which episode workspaces are created (a temporary folder when None).
         keep_workspace: leave the workspace on disk after ``close()`` (always kept when under ``workspace_root``).
+        submit_requires_build: refuse ``submit`` (an error observation; the episode goes on) while nothing has built
+            in the episode, for small models that submit before writing anything. Off by default: in training a
+            premature submit is the policy's mistake to be scored.
     """
 
     max_turns: int = TRAIN_MAX_TURNS
@@ -44,6 +47,7 @@ class EnvConfig:
     evaluate_on_truncation: bool = True
     workspace_root: Path | None = None
     keep_workspace: bool = False
+    submit_requires_build: bool = False
 
     @classmethod
     def for_training(cls, **overrides: object) -> "EnvConfig":

@@ -25,7 +25,7 @@ from cuda_agent.agent.config import EnvConfig
 from cuda_agent.agent.files import DEFAULT_PROTECTED, ToolError, WorkspaceFiles
 from cuda_agent.agent.prompts import system_prompt, task_prompt
 from cuda_agent.agent.runner import CommandRunner, make_runner
-from cuda_agent.agent.tools import ToolRegistry, trim
+from cuda_agent.agent.tools import MalformedCallError, ToolRegistry, trim
 from cuda_agent.agent.types import Message, ToolCall, Usage
 from cuda_agent.errors import CudaAgentError, SandboxError, WorkspaceError
 from cuda_agent.tasks.task import Task
@@ -51,6 +51,8 @@ class EnvState:
     elapsed_s: float = 0.0
     best: BestKernel | None = None
     last_evaluation: Evaluation | None = None
+    malformed_calls: int = 0
+    builds_ok: int = 0
 
 
 class AgentEnv:
@@ -71,6 +73,8 @@ class AgentEnv:
 
     def _clear(self) -> None:
         self.turns = 0
+        self.malformed_calls = 0
+        self.builds_ok = 0
         self.usage = Usage()
         self._started = time.monotonic()
         self._elapsed_before = 0.0
@@ -101,6 +105,7 @@ class AgentEnv:
         if state is not None:
             self.turns, self.usage, self._elapsed_before = state.turns, state.usage, state.elapsed_s
             self.best, self.last_evaluation = state.best, state.last_evaluation
+            self.malformed_calls, self.builds_ok = state.malformed_calls, state.builds_ok
         return self.system_prompt + "\n\n" + self.task_prompt
 
     def step(self, tool_call: ToolCall | Mapping[str, Any]) -> StepResult:
@@ -117,7 +122,12 @@ class AgentEnv:
             started = time.monotonic()
             error: str | None = None
             try:
-                tool, args = self.registry.validate(call)
+                try:
+                    tool, args = self.registry.validate(call)
+                except MalformedCallError:
+                    self.malformed_calls += 1
+                    self._step_events["malformed"] = True
+                    raise
                 observation = tool.function(self, **args)
             except ToolError as exc:
                 error = str(exc)
@@ -214,7 +224,8 @@ class AgentEnv:
         )
 
     def state(self) -> EnvState:
-        return EnvState(self.turns, self.usage, self.elapsed_s, self.best, self.last_evaluation)
+        return EnvState(self.turns, self.usage, self.elapsed_s, self.best, self.last_evaluation, self.malformed_calls,
+                        self.builds_ok)
 
     # ---- what tools call (the ToolContext protocol) ----------------------------------------------------------
 
@@ -260,6 +271,9 @@ class AgentEnv:
                       else self._record(_build_failed(kind, build)))
         text = build.render() if not build.ok else f"{build.render()}\n{evaluation.render()}"
         if command == "submit":
+            if self.config.submit_requires_build and not build.ok and not self.builds_ok:
+                return (f"{text}\nsubmit refused: nothing has built in this episode yet. Write your kernels under "
+                        "kernels/ and ModelNew in model_new.py, build until it succeeds, then submit."), 1
             self.submitted = True
             return f"{text}\nsubmitted: the episode is over. {self._best_line()}", 0
         return text, 0 if evaluation.correct or evaluation.skipped else 1
@@ -270,6 +284,7 @@ class AgentEnv:
         assert self.workspace is not None
         summary = self.backend.build(self.workspace)
         self.last_build = summary
+        self.builds_ok += int(summary.ok)
         self._step_events["build"] = summary.to_dict()
         return summary
 

@@ -27,7 +27,8 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 
 
 class AgentExit(Exception):
-    """The episode is over; ``reason`` is one of submitted, fatal, turns, tokens, wall, policy_error."""
+    """The episode is over; ``reason`` is one of submitted, fatal, turns, tokens, wall, policy_error,
+    context_overflow (the endpoint refused the conversation even after condensing it hard)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -50,6 +51,7 @@ class EpisodeResult:
     workspace: Path | None
     trajectory: Path | None
     evaluations: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    malformed_tool_calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class EpisodeResult:
             "reward": self.reward,
             "reward_available": self.reward_available,
             "turns": self.turns,
+            "malformed_tool_calls": self.malformed_tool_calls,
             "usage": self.usage.to_dict(),
             "elapsed_s": self.elapsed_s,
             "best": None if self.best is None else self.best.to_dict(with_files=False),
@@ -133,9 +136,15 @@ class Agent:
             assistant = turn.to_message()
             self._add(assistant, record)
             record["usage"] = turn.usage.to_dict()
+            if turn.finish_reason:
+                record["finish_reason"] = turn.finish_reason
             calls: tuple[ToolCall | None, ...] = turn.tool_calls or (None,)
             for index, call in enumerate(calls):
                 observation, reward, terminated, truncated, info = self.env.step(call or ToolCall(""))
+                if turn.finish_reason == "length":
+                    observation += ("\n[your reply hit the completion-token limit and was cut off"
+                                    + (" before any tool call" if call is None else "")
+                                    + "; write shorter replies: less prose, one file or one edit per call]")
                 if call is None:
                     self._add(Message("user", observation), record)
                 else:
@@ -154,7 +163,8 @@ class Agent:
         finally:
             if record["messages"] and self._writer is not None:
                 state = self.env.state()
-                record["env"] = {"turns": state.turns, "usage": state.usage.to_dict(), "elapsed_s": state.elapsed_s}
+                record["env"] = {"turns": state.turns, "usage": state.usage.to_dict(), "elapsed_s": state.elapsed_s,
+                                 "malformed_calls": state.malformed_calls, "builds_ok": state.builds_ok}
                 self._writer.append(record)
 
     def _query(self) -> AssistantTurn:
@@ -165,6 +175,9 @@ class Agent:
             except ContextOverflowError:
                 log.warning("context overflow; condensing harder and retrying once")
                 return self.policy.query(condense(self.messages, self.config, force=True), tools)
+        except ContextOverflowError as exc:
+            raise AgentExit("context_overflow", "the conversation does not fit the model's context even when condensed "
+                                                f"(set --context-tokens to the server's window): {exc}") from exc
         except PolicyError as exc:
             raise AgentExit("policy_error", str(exc)) from exc
 
@@ -178,7 +191,7 @@ class Agent:
             task_id=task.id, reason=reason, message=message, reward=env.final_reward(),
             reward_available=not env.reward_unavailable(), turns=env.turns, usage=env.usage, elapsed_s=env.elapsed_s,
             best=env.best, workspace=env.workspace, trajectory=self.trajectory_path,
-            evaluations=tuple(e.to_dict() for e in env.evaluations),
+            evaluations=tuple(e.to_dict() for e in env.evaluations), malformed_tool_calls=env.malformed_calls,
         )
 
 

@@ -18,13 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from cuda_agent.agent.policy import ContextOverflowError
+from cuda_agent.agent.toolparse import TOOL_CALL_OPEN, parse_json_tool_calls, parse_tool_calls
 from cuda_agent.agent.types import AssistantTurn, Message, ToolCall, Usage
 from cuda_agent.errors import ConfigError, PolicyError
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_OVERFLOW_HINTS = ("context length", "context_length", "maximum context", "too many tokens", "prompt is too long")
+# How servers word "the prompt does not fit": vLLM/OpenAI ("maximum context length"), llama.cpp ("exceed context
+# window", "exceeds the available context size"), others.
+_OVERFLOW_HINTS = ("context length", "context_length", "maximum context", "too many tokens", "prompt is too long",
+                   "context window", "context size", "n_ctx")
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ class OpenAIPolicy:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
         data = self._post_with_retries(body)
-        turn = self._parse(data)
+        names = [str((t.get("function") or {}).get("name", "")) for t in tools if isinstance(t, Mapping)]
+        turn = self._parse(data, names)
         self.usage = self.usage + turn.usage
         return turn
 
@@ -140,20 +145,36 @@ class OpenAIPolicy:
             "Check that the server is up (OPENAI_BASE_URL) and not overloaded."
         )
 
-    def _parse(self, data: Mapping[str, Any]) -> AssistantTurn:
+    def _parse(self, data: Mapping[str, Any], tool_names: Sequence[str] = ()) -> AssistantTurn:
         try:
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message = choice["message"]
+            if not isinstance(message, Mapping):
+                raise TypeError(type(message).__name__)
         except (KeyError, IndexError, TypeError) as exc:
             raise PolicyError(f"the endpoint's reply has no choices[0].message: {str(data)[:500]}") from exc
         calls = []
         for index, raw in enumerate(message.get("tool_calls") or ()):
-            call = ToolCall.from_openai(raw)
+            call = ToolCall.from_openai(raw if isinstance(raw, Mapping) else {})
             calls.append(call if call.id else ToolCall(call.name, call.arguments, f"call_{index}"))
+        content = message.get("content")
+        content = content if isinstance(content, str) else ""
+        if not calls and content:
+            # The server did not parse tool calls (llama.cpp's Python server with the model's own template, a plain
+            # completion server): read the Hermes/Qwen <tool_call> blocks from the text, or, as small models often
+            # write them, ```json {"name": ..., "arguments": ...}``` blocks. A block that is not valid JSON still
+            # becomes a call, which the environment answers with an error observation.
+            parsed = (parse_tool_calls(content) if TOOL_CALL_OPEN in content
+                      else parse_json_tool_calls(content, tool_names))
+            content, calls = parsed.content, list(parsed.calls)
+            if parsed.malformed:
+                log.info("%d of %d tool-call blocks in the reply are malformed", parsed.n_malformed, len(calls))
+        finish = choice.get("finish_reason") if isinstance(choice, Mapping) else None
         usage_data = data.get("usage") or {}
         prompt = int(usage_data.get("prompt_tokens") or 0)
         completion = int(usage_data.get("completion_tokens") or 0)
         cost = (prompt * self.config.price_prompt + completion * self.config.price_completion) / 1e6
-        return AssistantTurn(str(message.get("content") or ""), tuple(calls), Usage(prompt, completion, cost, 1))
+        return AssistantTurn(content, tuple(calls), Usage(prompt, completion, cost, 1), str(finish or ""))
 
 
 def _retry_after(value: str | None) -> float | None:

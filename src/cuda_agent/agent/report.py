@@ -1,8 +1,12 @@
-"""Write an episode's outputs: the best kernel's files, a short Markdown report and a JSON summary."""
+"""Write an episode's outputs: the best kernel's files, the workspace's final state in the layout `cuda-agent bench
+offline` reads, a short Markdown report and a JSON summary."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 from cuda_agent.agent.loop import EpisodeResult
 
@@ -18,6 +22,7 @@ def render_report(result: EpisodeResult) -> str:
         "",
         f"- ended: **{result.reason}** after {result.turns} turns, {result.elapsed_s:.1f} s",
         f"- reward: **{result.reward:g}**" + ("" if result.reward_available else " (not available: verification skipped, no GPU)"),
+        f"- malformed tool calls (answered with an error): {result.malformed_tool_calls}",
         f"- tokens: {result.usage.prompt_tokens} prompt + {result.usage.completion_tokens} completion "
         f"in {result.usage.calls} model calls; cost {result.usage.cost:.4f}",
     ]
@@ -48,13 +53,40 @@ def render_report(result: EpisodeResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_final(result: EpisodeResult, out_dir: Path) -> Path | None:
+    """Copy the workspace's final ``model_new.py`` and ``kernels/`` to ``out_dir/final/<task key>/`` (the task id
+    with ``/`` as ``_``), the layout `cuda-agent bench offline --solutions out_dir/final` scores: on a machine
+    without a GPU that is how an episode's work is evaluated later. None when the workspace is gone or empty."""
+    from cuda_agent.errors import CudaAgentError
+    from cuda_agent.workspace import Workspace
+
+    if result.workspace is None or not Path(result.workspace).is_dir():
+        return None
+    try:
+        files = Workspace.open(Path(result.workspace)).solution_files()
+    except CudaAgentError as exc:
+        log.warning("%s: cannot read the final workspace: %s", result.workspace, exc)
+        return None
+    if "model_new.py" not in files:
+        return None
+    target = out_dir / "final" / result.task_id.replace("/", "_")
+    for rel, content in files.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_bytes(content)
+    return target
+
+
 def write_outputs(result: EpisodeResult, out_dir: Path) -> dict[str, Path]:
-    """Write ``best/`` (the best kernel's files, if any), ``report.md`` and ``result.json`` under ``out_dir``."""
+    """Write ``best/`` (the best kernel's files, if any), ``final/<task key>/`` (the workspace's last state, see
+    `write_final`), ``report.md`` and ``result.json`` under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     if result.best is not None:
         result.best.write(out_dir / "best")
         paths["best"] = out_dir / "best"
+    final = write_final(result, out_dir)
+    if final is not None:
+        paths["final"] = final
     report = out_dir / "report.md"
     report.write_text(render_report(result))
     paths["report"] = report

@@ -16,6 +16,11 @@ from cuda_agent.agent.files import ToolError, WorkspaceFiles
 from cuda_agent.agent.types import ToolArgumentError, ToolCall
 
 
+class MalformedCallError(ToolError):
+    """A tool call that cannot be run as sent: no or an unknown tool name, or bad arguments. Counted per episode
+    (`AgentEnv.malformed_calls`): a real model's rate of these is a health signal of its tool calling."""
+
+
 class ToolContext(Protocol):
     """What tools may use: the workspace's files, bash, and the build/verify/profile/submit commands."""
 
@@ -205,27 +210,35 @@ class ToolRegistry:
         return [tool.schema() for tool in self.tools.values()]
 
     def validate(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
-        """The tool and its checked arguments; raise `ToolError` saying what is wrong with the call."""
+        """The tool and its checked arguments. A reply without any call raises `ToolError`; a call the environment
+        cannot run as sent (no or an unknown tool name, arguments that are not a JSON object, unknown, missing or
+        mistyped arguments) raises `MalformedCallError`, saying what is wrong with it."""
         if not call.name:
+            if call.arguments_json().strip() not in ("", "{}"):
+                raise MalformedCallError(
+                    f"malformed tool call: no tool name could be read from {call.arguments_json()[:300]!r}; send "
+                    "{\"name\": <tool>, \"arguments\": {...}} with one of: " + ", ".join(self.tools))
             raise ToolError("no tool call in your reply; call a tool (write, edit, build, verify, profile, ...) "
                             "or call submit when you are done")
         tool = self.tools.get(call.name)
         if tool is None:
-            raise ToolError(f"unknown tool {call.name!r}; available tools: {', '.join(self.tools)}")
+            raise MalformedCallError(f"unknown tool {call.name!r}; available tools: {', '.join(self.tools)}")
         try:
             args = call.parsed_arguments()
         except ToolArgumentError as exc:
-            raise ToolError(str(exc)) from exc
+            raise MalformedCallError(str(exc)) from exc
         props: Mapping[str, Any] = tool.parameters["properties"]
         unknown = sorted(set(args) - set(props))
         if unknown:
-            raise ToolError(f"{call.name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(props) or 'none'}")
+            raise MalformedCallError(f"{call.name}: unknown argument(s) {', '.join(unknown)}; it takes "
+                                     f"{', '.join(props) or 'none'}")
         missing = [name for name in tool.parameters["required"] if name not in args]
         if missing:
-            raise ToolError(f"{call.name}: missing required argument(s) {', '.join(missing)}")
+            raise MalformedCallError(f"{call.name}: missing required argument(s) {', '.join(missing)}")
         for name, value in args.items():
             if not _matches(props[name], value):
-                raise ToolError(f"{call.name}: argument {name!r} must be {props[name]['type']}, got {type(value).__name__}")
+                raise MalformedCallError(f"{call.name}: argument {name!r} must be {props[name]['type']}, got "
+                                         f"{type(value).__name__}")
         return tool, args
 
 

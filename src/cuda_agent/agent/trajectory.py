@@ -128,6 +128,8 @@ class Trajectory:
             elapsed_s=float(env.get("elapsed_s", 0.0)),
             best=best,
             last_evaluation=last_eval,
+            malformed_calls=int(env.get("malformed_calls", 0)),
+            builds_ok=int(env.get("builds_ok", 0)),
         )
 
     @property

@@ -137,11 +137,16 @@ class Usage:
 
 @dataclass(frozen=True)
 class AssistantTurn:
-    """What a policy returns for one turn: optional text and zero or more tool calls."""
+    """What a policy returns for one turn: optional text and zero or more tool calls.
+
+    ``finish_reason`` is the endpoint's (``stop``, ``tool_calls``, ``length`` when the reply hit the completion
+    limit; empty when unknown).
+    """
 
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    finish_reason: str = ""
 
     def to_message(self) -> Message:
         return Message(role="assistant", content=self.content, tool_calls=self.tool_calls)

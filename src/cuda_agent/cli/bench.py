@@ -211,6 +211,52 @@ def register(app: typer.Typer) -> None:
                              link_base=solutions)
         console.print(f"results: {out / 'results.json'}; report: {files.markdown} and {files.html}")
 
+    @bench.command("single-turn")
+    def single_turn_cmd(
+        out: Path = typer.Option(..., help="Output folder: solutions/<task key>.py, responses/, generation.json "
+                                 "(rerun to continue)."),
+        tasks: str = typer.Option("kernelbench", help="Task spec (see `bench run`)."),
+        levels: Optional[str] = typer.Option(None, help="Comma-separated levels."),
+        ids: Optional[str] = typer.Option(None, help="Comma-separated task ids or patterns."),
+        limit: Optional[int] = typer.Option(None, help="Only the first N selected tasks."),
+        base_url: Optional[str] = typer.Option(None, help="Endpoint root (env OPENAI_BASE_URL)."),
+        model: Optional[str] = typer.Option(None, help="Model name (env CUDA_AGENT_MODEL)."),
+        api_key: Optional[str] = typer.Option(None, help="API key (env OPENAI_API_KEY)."),
+        max_tokens: int = typer.Option(2048, help="Most tokens of one reply (replies are cut there)."),
+        temperature: float = typer.Option(0.0, help="Sampling temperature (0: greedy)."),
+        timeout: float = typer.Option(1800.0, help="Seconds one request may take (CPU servers are slow)."),
+    ) -> None:
+        """Generate one single-file solution per task with the RL warm-up prompt; score them with `bench offline`."""
+        import shlex
+        import sys
+
+        from cuda_agent.agent import OpenAIConfig, OpenAIPolicy
+        from cuda_agent.bench.single_turn import generate_single_turn
+        from cuda_agent.errors import ConfigError
+
+        task_set = _tasks(tasks, levels, ids, limit)
+        try:
+            config = OpenAIConfig.from_env(base_url, model, api_key, temperature=temperature,
+                                           max_completion_tokens=max_tokens, timeout_s=timeout, max_retries=2)
+        except ConfigError as exc:
+            raise _fail(str(exc)) from exc
+        meta = {"model": config.model, "max_tokens": max_tokens, "temperature": temperature,
+                "command": "cuda-agent " + " ".join(shlex.quote(a) for a in sys.argv[1:])}
+        with _progress() as bar:
+            handle = bar.add_task("replies", total=len(task_set), last="")
+
+            def on_row(row: Any) -> None:
+                rate = f", {row.tokens_per_s:.1f} tok/s" if row.tokens_per_s else ""
+                bar.update(handle, advance=1, last=f"{row.task_id}: {'solution' if row.has_solution else 'none'}"
+                                                   f" ({row.completion_tokens} tokens{rate})")
+
+            summary = generate_single_turn(task_set, OpenAIPolicy(config), out, meta=meta, progress=on_row)
+        data = summary.to_dict()
+        console.print(f"{data['with_solution']}/{data['tasks']} replies hold a solution; {data['completion_tokens']} "
+                      f"tokens in {data['seconds']:.0f} s. Score them (on a GPU host):\n  cuda-agent bench offline "
+                      f"--solutions {out / 'solutions'} --tasks {tasks} --ids {','.join(t.id for t in task_set)} "
+                      f"--out {out / 'scored'}")
+
     @bench.command("report")
     def report_cmd(
         results: Path = typer.Argument(..., help="A results.json written by `bench run` or `bench offline`."),

@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "data",
     "bench",
     "serve",
+    "serve_model",  # a local GGUF model behind an OpenAI-compatible API (llama.cpp)
     "synth",
     "train",
 )

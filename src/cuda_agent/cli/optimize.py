@@ -106,10 +106,16 @@ def register(app: typer.Typer) -> None:
         max_tokens: Optional[int] = typer.Option(None, help="Token budget of the episode (prompt + completion)."),
         max_wall: float = typer.Option(4 * 3600.0, help="Wall-clock budget in seconds."),
         context_tokens: int = typer.Option(131072, help="The model's context window (older outputs are condensed)."),
+        max_completion_tokens: int = typer.Option(8192, help="Most tokens one model reply may have (longer replies "
+                                                  "are cut, and the agent is told)."),
+        temperature: float = typer.Option(0.6, help="Sampling temperature of the model."),
+        request_timeout: float = typer.Option(600.0, help="Seconds one model request may take (a CPU server is slow)."),
         sandbox: str = typer.Option("auto", help="auto, bwrap or local: where bash runs."),
         verify: str = typer.Option("auto", help="auto, gpu or skip (skip: builds only, 'no GPU: verification skipped')."),
         eval_mode: str = typer.Option("strict", help="Evaluator mode: strict or relaxed."),
         resume: bool = typer.Option(False, "--resume", help="Continue the episode saved in --out."),
+        require_build: bool = typer.Option(False, "--require-build-before-submit", help="Refuse submit while nothing "
+                                           "has built in the episode (small models submit before writing anything)."),
     ) -> None:
         """Run the agent on one task; write the best kernel, report.md, result.json and the trajectory."""
         from cuda_agent.agent import AgentConfig, AgentEnv, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
@@ -148,7 +154,9 @@ def register(app: typer.Typer) -> None:
                     problems.append(str(exc))
         else:
             try:
-                chosen = OpenAIPolicy(OpenAIConfig.from_env(base_url, model, api_key))
+                chosen = OpenAIPolicy(OpenAIConfig.from_env(base_url, model, api_key, temperature=temperature,
+                                                            max_completion_tokens=max_completion_tokens,
+                                                            timeout_s=request_timeout))
             except ConfigError as exc:
                 problems.append(f"{exc}. To try the loop without a model: cuda-agent optimize --policy scripted "
                                 "(replays the bundled example's script)")
@@ -181,6 +189,7 @@ def register(app: typer.Typer) -> None:
         env_config = EnvConfig(
             max_turns=max_turns or defaults.max_turns, max_tokens=max_tokens, max_wall_s=max_wall,
             sandbox=sandbox, verify=verify_mode, workspace_root=out_dir / "workspace", keep_workspace=True,  # type: ignore[arg-type]
+            submit_requires_build=require_build,
         )
         eval_config = None
         if verify_mode == "gpu":
@@ -210,5 +219,8 @@ def register(app: typer.Typer) -> None:
                       + ("" if result.reward_available else " (not available: no GPU)"))
         if result.best is not None:
             console.print(f"best kernel: {result.best.speedup_vs_compile:.3f}x vs torch.compile -> {paths['best']}")
+        if "final" in paths and verify_mode == "skip":
+            console.print(f"final workspace state: {paths['final']} (score it on a GPU host: cuda-agent bench offline "
+                          f"--solutions {paths['final'].parent} --only-solved)")
         console.print(f"report: {paths['report']}")
         sys.stdout.write(str(paths["report"]) + "\n")
