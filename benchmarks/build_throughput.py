@@ -1,14 +1,16 @@
 """Build throughput of KernelBench single-file solutions: cuda-agent's inline builder against torch's load_inline,
 on the same files, in the same run, with the same number of builds in parallel, each from a cold cache.
 
-    PYTHONPATH=src python3 benchmarks/build_throughput.py [--jobs 32] [--limit N] [--torch-limit N] [--skip-torch]
-        [--verify] [--arch 90] [--no-prepare] [--keep DIR]
+    PYTHONPATH=src python3 benchmarks/build_throughput.py [--jobs 16] [--limit N] [--torch-limit N] [--skip-torch]
+        [--burst] [--verify] [--arch 90] [--no-prepare] [--keep DIR]
 
 1. prepare: the precompiled headers for the two common flag sets (none, -O3), built once per toolchain
    (`cuda_agent.build.inline.warm_up`); reported as ``prepare_s``, not counted in any solution's time
    (``--no-prepare``: the first solutions build them on demand).
 2. ours: every solution's load_inline calls (found statically) built with `build_inline`, ``--jobs`` solutions
-   at a time, into an empty object cache.
+   at a time (default: one per core, as a build pool runs them), into an empty object cache. ``--burst`` then
+   empties the object cache again and starts every solution at once: ``burst_median_s`` is the time from that
+   common start to each solution's end (what a client waits when 30+ arrive together).
 3. torch: the same calls run by torch's own load_inline, ``--jobs`` at a time, each in its own process with an
    empty TORCH_EXTENSIONS_DIR and TORCH_CUDA_ARCH_LIST set to the same architecture; the time is measured around
    the load_inline calls inside the process (interpreter start and ``import torch`` excluded, as for ours).
@@ -139,6 +141,14 @@ def compare(ours: Path | None, theirs: Path | None) -> dict[str, Any]:
             "max_abs_diff": diff}
 
 
+def drop_objects(cache: Path) -> None:
+    """Forget every built module and binding object, keep the precompiled headers (per toolchain, not per
+    solution): the next builds start from a cold object cache."""
+    for index in (cache / "index").glob("*.json"):
+        if "header" not in json.loads(index.read_text()):
+            index.unlink()
+
+
 def median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
@@ -146,7 +156,8 @@ def median(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--solutions", type=Path, default=HERE / "single_file_solutions")
-    parser.add_argument("--jobs", type=int, default=None, help="solutions built at once (default: all of them)")
+    parser.add_argument("--jobs", type=int, default=None, help="solutions built at once (default: one per core)")
+    parser.add_argument("--burst", action="store_true", help="also start all of ours at once on a cold cache")
     parser.add_argument("--build-jobs", type=int, default=4, help="compilers one of our builds may run at once")
     parser.add_argument("--limit", type=int, default=None, help="use the first N solutions")
     parser.add_argument("--only", nargs="*", default=None, help="solution file stems to use")
@@ -165,7 +176,7 @@ def main() -> None:
     paths = paths[: args.limit] if args.limit else paths
     specs = {p: extract_inline_specs(p.read_text(), origin=p.name) for p in paths}
     arch = normalize_arch(args.arch or detect_arch())
-    jobs = args.jobs or len(paths)
+    jobs = args.jobs or os.cpu_count() or 1
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="cak-build-throughput-"))
     scratch.mkdir(parents=True, exist_ok=True)
     cache = scratch / "cache"
@@ -183,6 +194,21 @@ def main() -> None:
     print(f"ours: {ours_wall:.1f} s wall, median {median([r['seconds'] for r in ours.values()]):.2f} s",
           file=sys.stderr)
 
+    burst: dict[Path, float] = {}
+    burst_wall = 0.0
+    if args.burst:
+        drop_objects(cache)
+        start = time.perf_counter()
+
+        def timed(path: Path) -> float:
+            build_ours(path, specs[path], cache, arch, args.build_jobs)
+            return time.perf_counter() - start
+
+        with ThreadPoolExecutor(len(paths)) as pool:
+            burst = dict(zip(paths, pool.map(timed, paths)))
+        burst_wall = time.perf_counter() - start
+        print(f"burst: {burst_wall:.1f} s wall, median {median(list(burst.values())):.2f} s", file=sys.stderr)
+
     theirs: dict[Path, dict[str, Any]] = {}
     torch_wall = 0.0
     if not args.skip_torch:
@@ -195,10 +221,14 @@ def main() -> None:
 
     checks: dict[Path, dict[str, Any]] = {}
     if args.verify:
-        for path in paths:
-            if ours[path]["ok"] and theirs.get(path, {}).get("ok"):
-                checks[path] = compare(run_model("ours", path, scratch, ours[path]["manifest"]),
-                                       run_model("torch", path, scratch, None))
+        both_built = [p for p in paths if ours[p]["ok"] and theirs.get(p, {}).get("ok")]
+
+        def check(path: Path) -> dict[str, Any]:
+            return compare(run_model("ours", path, scratch, ours[path]["manifest"]),
+                           run_model("torch", path, scratch, None))
+
+        with ThreadPoolExecutor(8) as pool:
+            checks = dict(zip(both_built, pool.map(check, both_built)))
 
     rows = []
     for path in paths:
@@ -207,6 +237,8 @@ def main() -> None:
                "binding": ",".join(ours[path]["bindings"]), "steps": ours[path]["steps"]}
         if not ours[path]["ok"]:
             row["diagnostics"] = ours[path]["diagnostics"]
+        if path in burst:
+            row["burst_s"] = round(burst[path], 3)
         if path in theirs:
             row.update(loadinline_s=theirs[path]["seconds"], loadinline_ok=theirs[path]["ok"])
             if not theirs[path]["ok"]:
@@ -226,6 +258,10 @@ def main() -> None:
         "prepare_s": round(prepare_s, 2),
         "split_builds": sum(r["strategy"].split(",").count("split") for r in rows),
     }
+    if burst:
+        metrics.update({"burst_solutions": len(burst), "burst_median_s": median(list(burst.values())),
+                        "burst_max_s": max(burst.values()), "burst_wall_s": round(burst_wall, 2),
+                        "burst_solutions_per_minute": round(len(burst) / burst_wall * 60, 2)})
     if theirs:
         torch_ok = [r["loadinline_s"] for r in rows if r.get("loadinline_ok")]
         metrics.update({

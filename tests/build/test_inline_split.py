@@ -50,9 +50,11 @@ torch::Tensor add(torch::Tensor a, torch::Tensor b) {
 
 def test_kernels_go_to_the_device_file_and_launches_become_shim_calls():
     plan = plan_split(SOURCE)
-    host, device = plan.host_source, plan.device_source
-    assert plan.host_variant == "all" and plan.templated == ("square_kernel",) and plan.krefs == ("add_kernel",)
-    assert "#include <torch/all.h>" in host and "torch" not in device.replace("cuda-agent", "")
+    host, device = plan.host_source("types"), plan.device_source
+    assert plan.host_variants == ("types", "all")
+    assert plan.templated == ("square_kernel",) and plan.krefs == ("add_kernel",)
+    assert "#include <torch/extension.h>" not in host and "torch/" not in device
+    assert "#include <torch/all.h>" in plan.host_source("all") and "torch/all.h" not in host
     for kernel in ("square_kernel", "add_kernel", "zero_kernel"):
         assert f"__global__ void" in device and f"void cak_launch_{kernel}(" in host
         assert f"{kernel}<<<" not in host
@@ -109,10 +111,22 @@ def test_sources_that_cannot_be_split_with_certainty_are_refused(source, reason)
         plan_split(source, frozenset({"C10_WARP_SIZE", "WARP"}))
 
 
-def test_python_names_keep_the_full_extension_header():
-    plan = plan_split("#include <torch/extension.h>\n__global__ void k(float* x) {}\n"
-                      "void f(torch::Tensor t) { pybind11::print(\"x\"); k<<<1, 1>>>(t.data_ptr<float>()); }")
-    assert plan.host_variant == "ext" and "#include <torch/extension.h>" in plan.host_source
+@pytest.mark.parametrize("head, body, variants", [
+    ("#include <torch/extension.h>", 'pybind11::print("x");', ("ext",)),
+    ("#include <torch/extension.h>", "auto m = torch::nn::Linear(2, 2);", ("all",)),
+    ("#define NDEBUG 1\n#include <torch/extension.h>", "", ("keep",)),
+    ("#include <ATen/ATen.h>", "", ("types",)),
+    ("#include <torch/extension.h>", "", ("types", "all")),
+])
+def test_the_host_file_keeps_as_much_of_torchs_headers_as_the_code_needs(head, body, variants):
+    plan = plan_split(f"{head}\n__global__ void k(float* x) {{}}\n"
+                      f"void f(torch::Tensor t) {{ {body} k<<<1, 1>>>(t.data_ptr<float>()); }}")
+    assert plan.host_variants == variants
+    first = plan.host_source(variants[0])
+    if variants[0] in ("ext", "keep"):
+        assert "#include <torch/extension.h>" in first
+    else:
+        assert "torch/extension.h" not in first
 
 
 def test_the_lexer_follows_literals_comments_and_blocks():
@@ -140,9 +154,12 @@ def test_prototypes_bind_through_per_signature_objects():
         ("g", "g", "std::vector<at::Tensor> (*)(at::Tensor, bool)")]
     module = plan.module_source()
     assert "at::Tensor f(const at::Tensor &, double, int64_t);" in module
-    assert 'reinterpret_cast<void*>(&f), "doc f");' in module and "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)" in module
-    sig = plan.sig_source(plan.sig_key(plan.functions[0][2]))
-    assert "m.def(name, torch::wrap_pybind_function(*fn), doc);" in sig
+    key = plan.sig_key(plan.functions[0][2])
+    assert f'cak_bind_{key}(m, "f", reinterpret_cast<void*>(&f), "doc f") != 0' in module
+    assert "#include <Python.h>" in module and "pybind11" not in module and "torch/" not in module
+    assert "PyModuleDef_Init(&cak_def)" in module and "CAK_CAT(PyInit_, TORCH_EXTENSION_NAME)" in module
+    sig = plan.sig_source(key)
+    assert "m.def(name, torch::wrap_pybind_function(*fn), doc);" in sig and f'extern "C" int cak_bind_{key}(' in sig
     unwrapped = plan_binding(InlineSpec.from_dict({**spec.to_dict(), "with_pytorch_error_handling": False}))
     assert "m.def(name, *fn, doc);" in unwrapped.sig_source(unwrapped.sig_key(unwrapped.functions[0][2]))
     assert plan.sig_key(plan.functions[0][2]) != unwrapped.sig_key(unwrapped.functions[0][2])

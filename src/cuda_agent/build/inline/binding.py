@@ -7,8 +7,9 @@ object. When ``cpp_sources`` holds only prototypes of simple signatures (the usu
 
 * one object per *signature* (``cak_bind_<key>``: the very ``m.def(name, torch::wrap_pybind_function(fn), doc)``
   that torch writes, for a function pointer of that type), compiled once and cached for every later solution;
-* a small module file that includes only pybind11, declares the prototypes (so the function is found by its
-  external name at link time, as ``main.cpp`` finds it) and calls those objects from ``PYBIND11_MODULE``.
+* a small module file that includes only ``Python.h``, declares the prototypes (so the function is found by its
+  external name at link time, as ``main.cpp`` finds it) and, from a multi-phase ``PyInit`` with the slots
+  pybind11's ``PYBIND11_MODULE`` declares, calls those objects to define each function on the module.
 
 The wrapped function is the same lambda torch builds (torch captures the function as a pointer either way), so the
 module's functions convert arguments, report errors and describe their signatures exactly as torch's do. Prototypes
@@ -77,30 +78,65 @@ class BindingPlan:
         return {self.sig_key(s): s for _, _, s in self.functions}
 
     def sig_source(self, key: str) -> str:
-        """The per-signature object: exactly the m.def torch writes, for a pointer of this type."""
+        """The per-signature object: exactly the m.def torch writes, for a pointer of this type, behind a C entry
+        point that reports a failure as a Python error (as PYBIND11_MODULE's initialiser does)."""
         sig = self.signatures()[key]
         # *fn is a function lvalue, the same argument torch passes (the function's name), so the same templates
         # are instantiated
         wrapped = "torch::wrap_pybind_function(*fn)" if self.error_handling else "*fn"
-        return (f"#include <torch/extension.h>\nusing cak_fn_t = {sig.pointer_type};\n"
-                f"void cak_bind_{key}(pybind11::module_& m, const char* name, void* p, const char* doc) {{\n"
-                f"  cak_fn_t fn = reinterpret_cast<cak_fn_t>(p);\n  m.def(name, {wrapped}, doc);\n}}\n")
+        return (f"#include <torch/extension.h>\nusing cak_fn_{key} = {sig.pointer_type};\n"
+                f'extern "C" int cak_bind_{key}(PyObject* module, const char* name, void* p, const char* doc) {{\n'
+                f"  try {{\n"
+                f"    auto m = pybind11::reinterpret_borrow<pybind11::module_>(module);\n"
+                f"    cak_fn_{key} fn = reinterpret_cast<cak_fn_{key}>(p);\n"
+                f"    m.def(name, {wrapped}, doc);\n"
+                f"    return 0;\n"
+                f"  }} catch (pybind11::error_already_set& e) {{\n    e.restore();\n"
+                f"  }} catch (const std::exception& e) {{\n"
+                f'    PyErr_SetString(PyExc_ImportError, (std::string("initialization failed: ") + e.what()).c_str());\n'
+                f"  }}\n  return -1;\n}}\n")
 
     def module_source(self) -> str:
-        """The module file: prototypes (external references, as main.cpp has), PYBIND11_MODULE, the defs."""
-        lines = [MODULE_PRELUDE]
+        """The module file: Python.h only (no pybind11, no torch). Prototypes as external references (as main.cpp
+        has them), and a multi-phase PyInit whose exec slot defines each function through its signature's object,
+        with the slots pybind11's PYBIND11_MODULE declares."""
+        lines = ["#include <Python.h>", MODULE_PRELUDE]
         declared: set[str] = set()
         for name, _, sig in self.functions:
             if name not in declared:
                 lines.append(sig.declaration(name))
                 declared.add(name)
         for key in self.signatures():
-            lines.append(f"void cak_bind_{key}(pybind11::module_&, const char*, void*, const char*);")
-        lines.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+            lines.append(f'extern "C" int cak_bind_{key}(PyObject*, const char*, void*, const char*);')
+        lines.append("namespace {\nint cak_exec(PyObject* m) {")
         for name, doc, sig in self.functions:
-            lines.append(f'  cak_bind_{self.sig_key(sig)}(m, "{name}", reinterpret_cast<void*>(&{name}), "{doc}");')
-        lines.append("}")
+            lines.append(f'  if (cak_bind_{self.sig_key(sig)}(m, "{name}", reinterpret_cast<void*>(&{name}), '
+                         f'"{doc}") != 0) return -1;')
+        lines.append(_MODULE_TAIL)
         return "\n".join(lines) + "\n"
+
+
+_MODULE_TAIL = """  return 0;
+}
+PyModuleDef_Slot cak_slots[] = {
+    {Py_mod_exec, reinterpret_cast<void*>(&cak_exec)},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, nullptr}};
+#define CAK_STR2(x) #x
+#define CAK_STR(x) CAK_STR2(x)
+#define CAK_CAT2(a, b) a##b
+#define CAK_CAT(a, b) CAK_CAT2(a, b)
+PyModuleDef cak_def = {PyModuleDef_HEAD_INIT, CAK_STR(TORCH_EXTENSION_NAME), nullptr, 0, nullptr, cak_slots,
+                       nullptr, nullptr, nullptr};
+}  // namespace
+extern "C" __attribute__((visibility("default"))) PyObject* CAK_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {
+  return PyModuleDef_Init(&cak_def);
+}"""
 
 
 def _canonical(tokens: list[str], *, is_return: bool) -> str:
@@ -147,6 +183,19 @@ def _prototype(tokens: list) -> tuple[str, Signature]:
                     raise
                 params.append(_canonical(words[:-1], is_return=False))
     return name.text, Signature(ret, tuple(params))
+
+
+_T = "at::Tensor"
+COMMON_SIGNATURES: tuple[Signature, ...] = tuple(Signature(_T, params) for params in (
+    (_T,), (_T, _T), (_T, _T, _T), (_T, _T, _T, _T), (_T, _T, _T, _T, _T),
+    (_T, "double"), (_T, "float"), (_T, "int"), (_T, "int64_t"), (_T, "bool"),
+    (_T, "double", "double"), (_T, "float", "float"), (_T, "int", "int"), (_T, "int64_t", "int64_t"),
+    (_T, "int", "int", "int"), (_T, "int", "int", "int", "int"),
+    (_T, _T, "double"), (_T, _T, "float"), (_T, _T, "int"), (_T, _T, "int64_t"),
+    (_T, _T, _T, "double"), (_T, _T, _T, "float"), (_T, _T, _T, "int", "int"),
+))
+"""Signatures most single-file solutions bind (a tensor in, a tensor out, a few scalars): `warm_up` builds their
+binding objects once per toolchain, in one file, so that a solution with one of them compiles no binding code."""
 
 
 def plan_binding(spec: InlineSpec) -> BindingPlan:

@@ -117,6 +117,13 @@ class BlobCache:
         self._write_index(key, {"sha256": sha, "path": f"blobs/{final.name}", **(meta or {})})
         return final
 
+    def alias(self, key: str, existing: str) -> None:
+        """Index ``key`` to the blob already indexed as ``existing`` (one object serving several keys)."""
+        data = self.meta(existing)
+        if data is None:
+            raise KeyError(existing)
+        self._write_index(key, data)
+
     def put_pch(self, key: str, header: Path, gch: Path, meta: dict[str, Any] | None = None) -> Path:
         """Store a precompiled header (the header and its ``.gch`` side by side, as gcc looks for them) in a
         folder named by the .gch's hash; return the header's path (pass it to ``-include``)."""

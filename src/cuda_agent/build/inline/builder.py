@@ -41,17 +41,18 @@ from cuda_agent.build.inline.flags import (
     is_neutral,
 )
 from cuda_agent.build.inline.spec import InlineSpec
-from cuda_agent.build.inline.split import EXTENSION_INCLUDE, SplitError, SplitPlan, names_python, plan_split
+from cuda_agent.build.inline.split import (
+    EXTENSION_INCLUDE, FRONTEND, SplitError, SplitPlan, names_python, plan_split,
+)
 from cuda_agent.build.inline.torchenv import TorchEnv, torch_env
 from cuda_agent.build.toolchain import detect_arch, normalize_arch
 from cuda_agent.errors import BuildError
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # of modules and binding objects: bump when what they contain changes
+PCH_VERSION = "1"  # of precompiled headers: bump when how they are made changes
 STRATEGIES = ("split", "light", "full")
-_FRONTEND = re.compile(r"\btorch\s*::\s*(nn|optim|jit|data|serialize|fft|special|linalg|nested|sparse|cuda|python|"
-                       r"autograd|utils|mps|xpu|enum)\b")
 _CUDA_PREFIX = "#include <cuda.h>\n#include <cuda_runtime.h>\n"
 
 
@@ -186,7 +187,7 @@ def _pch(ctx: _Context, kind: str, compiler: Sequence[str], flags: Sequence[str]
 
     The header text is always valid to include as is: when the .gch cannot be built (or gcc rejects it) the
     compiler reads the header itself, which is the same code, only slower."""
-    key = _sha("pch", BUILDER_VERSION, ctx.env.key(), compiler, flags, header)
+    key = _sha("pch", PCH_VERSION, ctx.env.key(), compiler, flags, header)
     found = ctx.cache.get(key)
     if found is not None:
         meta = ctx.cache.meta(key) or {}
@@ -227,8 +228,33 @@ def _host_pch_header(spec: InlineSpec, variant: str) -> str:
     lines = ["#include <cuda_runtime.h>"]
     if not spec.no_implicit_headers:
         lines += ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
-    lines += {"all": ["#include <torch/all.h>"], "ext": ["#include <torch/extension.h>"], "types": []}[variant]
+    lines += {"all": ["#include <torch/all.h>"], "ext": ["#include <torch/extension.h>"], "types": [],
+              "keep": []}[variant]
     return "\n".join(lines) + "\n"
+
+
+def _sig_cache_key(env: TorchEnv, flags: _Flags, source: str) -> str:
+    return _sha("sig", BUILDER_VERSION, env.key(), flags.glue_noname, source)
+
+
+def _prepare_signatures(ctx: _Context, flags: _Flags, signatures: Sequence[bind.Signature]) -> None:
+    """Compile the binding objects of ``signatures`` (with and without torch's error handling) as one file, so the
+    pybind11 code every such object carries is compiled once, and index each signature to that object."""
+    plans = [bind.BindingPlan(tuple((f"f{i}", "", s) for i, s in enumerate(signatures)), wrap) for wrap in (True, False)]
+    wanted = {_sig_cache_key(ctx.env, flags, p.sig_source(k)): p.sig_source(k) for p in plans for k in p.signatures()}
+    missing = {key: src for key, src in wanted.items() if ctx.cache.get(key) is None}
+    if not missing:
+        return
+    ext_hdr = _pch(ctx, "ext", ctx.env.cxx, flags.glue_noname, "#include <torch/extension.h>\n")
+    src = ctx.work / "common_signatures.cpp"
+    src.write_text("".join(missing.values()))
+    out = src.with_suffix(".o")
+    if ctx.compile("sig:common", [*ctx.env.cxx, *flags.glue_noname, "-include", str(ext_hdr), "-Winvalid-pch", "-c",
+                                  src.name, "-o", out.name], out):
+        first, *rest = missing
+        ctx.cache.put(first, out, suffix=".o", meta={"kind": "sig", "signatures": len(missing)})
+        for key in rest:
+            ctx.cache.alias(key, first)
 
 
 def _binding_objects(ctx: _Context, flags: _Flags) -> tuple[list[Path], str] | None:
@@ -241,14 +267,12 @@ def _binding_objects(ctx: _Context, flags: _Flags) -> tuple[list[Path], str] | N
         plan = None
     if plan is not None:
         objects: list[Path] = []
-        module_hdr = _pch(ctx, "pybind", env.cxx, flags.glue_noname, "#include <pybind11/pybind11.h>\n")
         (ctx.work / "module.cpp").write_text(plan.module_source())
         threads = []
         results: dict[str, Path | None] = {}
 
         def sig_object(key: str) -> None:
-            cache_key = _sha("sig", BUILDER_VERSION, env.key(), flags.glue_noname, plan.sig_source(key))
-            cached = ctx.cache.get(cache_key)
+            cached = ctx.cache.get(_sig_cache_key(env, flags, plan.sig_source(key)))
             if cached is None:
                 ext_hdr = _pch(ctx, "ext", env.cxx, flags.glue_noname, "#include <torch/extension.h>\n")
                 src = ctx.work / f"sig_{key}.cpp"
@@ -256,19 +280,21 @@ def _binding_objects(ctx: _Context, flags: _Flags) -> tuple[list[Path], str] | N
                 out = src.with_suffix(".o")
                 if ctx.compile(f"sig:{key[:8]}", [*env.cxx, *flags.glue_noname, "-include", str(ext_hdr), "-Winvalid-pch",
                                                   "-c", src.name, "-o", out.name], out):
-                    cached = ctx.cache.put(cache_key, out, suffix=".o", meta={"kind": "sig"})
+                    cached = ctx.cache.put(_sig_cache_key(env, flags, plan.sig_source(key)), out, suffix=".o",
+                                           meta={"kind": "sig"})
             results[key] = cached
 
         for key in plan.signatures():
             thread = threading.Thread(target=sig_object, args=(key,))
             thread.start()
             threads.append(thread)
-        module_ok = ctx.compile("module", [*env.cxx, *flags.glue, "-include", str(module_hdr), "-Winvalid-pch", "-c",
-                                           "module.cpp", "-o", "module.o"], ctx.work / "module.o")
+        module_ok = ctx.compile("module", [*env.cxx, *flags.glue, "-c", "module.cpp", "-o", "module.o"],
+                                ctx.work / "module.o")
         for thread in threads:
             thread.join()
         if module_ok and all(results.values()):
-            objects = [ctx.work / "module.o", *(p for p in results.values() if p is not None)]
+            # a prepared batch object serves several signatures: link each object once
+            objects = [ctx.work / "module.o", *dict.fromkeys(p for p in results.values() if p is not None)]
             return objects, "sig"
         log.info("%s: fast binding failed; compiling torch's main.cpp", spec.name)
     (ctx.work / "main.cpp").write_text(bind.main_cpp(spec))
@@ -289,10 +315,6 @@ def _undefined(ctx: _Context, obj: Path) -> list[str]:
 def _split_objects(ctx: _Context, flags: _Flags, plan: SplitPlan) -> list[Path] | None:
     spec = ctx.spec
     prefix = "" if spec.no_implicit_headers else _CUDA_PREFIX
-    host_hdr = _pch(ctx, f"host-{plan.host_variant}", [ctx.env.host_cc], flags.host_noname,
-                    _host_pch_header(spec, plan.host_variant))
-    # torch's cuda.cu starts with three implicit includes: keep the user's line numbers the same in messages
-    (ctx.work / "host.cpp").write_text(("" if spec.no_implicit_headers else "\n\n\n") + plan.host_source)
     device_ok: list[bool] = []
 
     def device(source: str) -> None:
@@ -304,8 +326,19 @@ def _split_objects(ctx: _Context, flags: _Flags, plan: SplitPlan) -> list[Path] 
     if not plan.templated:
         thread = threading.Thread(target=device, args=(plan.device_source,))
         thread.start()
-    host_ok = ctx.compile("host", [ctx.env.host_cc, *flags.host, "-include", str(host_hdr), "-Winvalid-pch", "-c", "host.cpp",
-                                   "-o", "host.o"], ctx.work / "host.o")
+    host_ok = False
+    for variant in plan.host_variants:
+        pch_variant = "types" if variant == "keep" else variant
+        header = _pch(ctx, f"host-{pch_variant}", [ctx.env.host_cc], flags.host_noname,
+                      _host_pch_header(spec, pch_variant))
+        # torch's cuda.cu starts with three implicit includes: keep the user's line numbers the same in messages
+        lead = "" if spec.no_implicit_headers else "\n\n\n"
+        (ctx.work / "host.cpp").write_text(lead + plan.host_source(variant))
+        host_ok = ctx.compile(f"host:{variant}", [ctx.env.host_cc, *flags.host, "-include", str(header),
+                                                  "-Winvalid-pch", "-c", "host.cpp", "-o", "host.o"],
+                              ctx.work / "host.o")
+        if host_ok:
+            break
     if thread is not None:
         thread.join()
     elif host_ok:
@@ -323,7 +356,7 @@ def _light_ok(spec: InlineSpec) -> bool:
     from cuda_agent.build.inline.cxxlex import tokenize
 
     text = "\n".join(spec.cuda_sources)
-    if not EXTENSION_INCLUDE.search(text) or _FRONTEND.search(text):
+    if not EXTENSION_INCLUDE.search(text) or FRONTEND.search(text):
         return False
     try:
         return not names_python([t for t in tokenize(text) if t.significant])
@@ -509,10 +542,11 @@ Builder = Callable[..., InlineBuildResult]
 def warm_up(*, cache_dir: str | Path | None = None, arch: str | None = None, runner: Runner | None = None,
             work_dir: str | Path | None = None, python: str | None = None, jobs: int | None = None,
             flag_sets: Sequence[tuple[Sequence[str], Sequence[str]]] = (((), ()), (("-O3",), ("-O3",))),
-            ) -> float:
-    """Build the precompiled headers (and torch's macro list) that solutions with these (extra_cflags,
-    extra_cuda_cflags) will use, once per toolchain; return the seconds it took. Builds work without it (the first
-    solution that needs a header builds it); a build server calls this at start so that no solution waits."""
+            signatures: Sequence[bind.Signature] = bind.COMMON_SIGNATURES) -> float:
+    """Build what every solution with these (extra_cflags, extra_cuda_cflags) shares, once per toolchain: the
+    precompiled headers, torch's macro list and the binding objects of the common ``signatures``; return the
+    seconds it took. Builds work without it (the first solution that needs a piece builds it); a build server
+    calls this at start so that no solution waits."""
     started = time.perf_counter()
     root = Path(cache_dir) if cache_dir else default_inline_cache()
     env = torch_env(python, str(root))
@@ -521,6 +555,7 @@ def warm_up(*, cache_dir: str | Path | None = None, arch: str | None = None, run
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cak-inline-warm-", dir=base))
     threads = []
+    signed: set[tuple[str, ...]] = set()
     try:
         for cflags, cuda_cflags in flag_sets:
             spec = InlineSpec(name="cak_warm_up", cpp_sources=("",), cuda_sources=("",),
@@ -529,12 +564,16 @@ def warm_up(*, cache_dir: str | Path | None = None, arch: str | None = None, run
             ctx = _Context(spec, env, BlobCache(root), arch, runner or run_local, work, 900.0,
                            threading.Semaphore(jobs or 4))
             jobs_list = [
-                (ctx, "pybind", env.cxx, flags.glue_noname, "#include <pybind11/pybind11.h>\n"),
                 (ctx, "ext", env.cxx, flags.glue_noname, "#include <torch/extension.h>\n"),
-                (ctx, "host-all", [env.host_cc], flags.host_noname, _host_pch_header(spec, "all")),
+                (ctx, "host-types", [env.host_cc], flags.host_noname, _host_pch_header(spec, "types")),
             ]
             for args in jobs_list:
                 thread = threading.Thread(target=_pch, args=args)
+                thread.start()
+                threads.append(thread)
+            if signatures and tuple(flags.glue_noname) not in signed:
+                signed.add(tuple(flags.glue_noname))
+                thread = threading.Thread(target=_prepare_signatures, args=(ctx, flags, signatures))
                 thread.start()
                 threads.append(thread)
             torch_macro_names(env, flags.host_env, root)

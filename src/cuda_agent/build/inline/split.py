@@ -88,18 +88,31 @@ class Kernel:
         return text
 
 
+_FRONTEND_SENTINEL = re.compile(r"/\*cak:frontend\[(.*?)\]\*/")
+FRONTEND = re.compile(r"\btorch\s*::\s*(nn|optim|jit|data|serialize|fft|special|linalg|nested|sparse|cuda|python|"
+                      r"autograd|utils|mps|xpu|enum)\b")
+_VARIANT_INCLUDE = {"types": "", "all": "#include <torch/all.h>", "ext": None, "keep": None}
+
+
 @dataclass(frozen=True)
 class SplitPlan:
-    """The two files. ``host_variant`` names the precompiled header the host file expects: ``all`` (the source
-    includes torch/extension.h, replaced by torch/all.h since the host code names nothing from Python), ``ext``
-    (it does name Python/pybind11), ``types`` (only the implicit torch/types.h)."""
+    """The two files. The host file comes in ``host_variants``, tried in order, each named after the precompiled
+    header it expects: ``types`` (the source's ``#include <torch/extension.h>`` dropped: torch/types.h, which
+    torch prepends to every CUDA file, is there already; less than half the compile time of the others), ``all``
+    (the include replaced by torch/all.h: extension.h without its Python half), ``ext`` (kept: the host code
+    names Python or pybind11), ``keep`` (macros are defined before the include, so it stays where it is and is
+    parsed in place, against the torch/types.h header)."""
 
-    host_source: str
+    host_template: str
     device_source: str
     kernels: tuple[Kernel, ...]
-    host_variant: str
+    host_variants: tuple[str, ...]
     templated: tuple[str, ...] = ()
     krefs: tuple[str, ...] = field(default_factory=tuple)
+
+    def host_source(self, variant: str) -> str:
+        include = _VARIANT_INCLUDE[variant]
+        return _FRONTEND_SENTINEL.sub(lambda m: m.group(1) if include is None else include, self.host_template)
 
     def device_with_instances(self, undefined_symbols: list[str]) -> str:
         """The device file plus explicit instances of the template shims the host object needs
@@ -506,8 +519,8 @@ class _Splitter:
             elif item.kind == "pp":
                 directive = toks[item.hi - 1].text
                 if TORCH_INCLUDE.match(directive):
-                    if EXTENSION_INCLUDE.match(directive) and not self.python:
-                        text = text.replace(directive, "#include <torch/all.h>")
+                    if EXTENSION_INCLUDE.match(directive):
+                        text = text.replace(directive, f"/*cak:frontend[{directive}]*/")
                     host.append(text)
                     device.append(_blank(text))
                 else:
@@ -588,13 +601,21 @@ def plan_split(source: str, torch_macros: frozenset[str] = frozenset()) -> Split
     splitter.emit(splitter.items)
     host, device = splitter.emit(splitter.items)
     shims = "".join(k.device_definition(k.name in splitter.krefs) for k in splitter.kernels.values())
-    variant = "ext" if splitter.python else ("all" if splitter.extension_include and not splitter.macros_before_torch
-                                             else "types")
+    if splitter.python:
+        variants: tuple[str, ...] = ("ext",)
+    elif not splitter.extension_include:
+        variants = ("types",)
+    elif splitter.macros_before_torch:
+        variants = ("keep",)
+    elif FRONTEND.search(source):
+        variants = ("all",)
+    else:
+        variants = ("types", "all")
     return SplitPlan(
-        host_source=host,
+        host_template=host,
         device_source=device + "\n// cuda-agent launch shims\n" + shims,
         kernels=tuple(splitter.kernels.values()),
-        host_variant=variant,
+        host_variants=variants,
         templated=tuple(k.name for k in splitter.kernels.values() if k.template is not None),
         krefs=tuple(sorted(splitter.krefs)),
     )
