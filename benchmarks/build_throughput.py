@@ -4,9 +4,9 @@ on the same files, in the same run, with the same number of builds in parallel, 
     PYTHONPATH=src python3 benchmarks/build_throughput.py [--jobs 16] [--limit N] [--torch-limit N] [--skip-torch]
         [--burst] [--verify] [--arch 90] [--no-prepare] [--keep DIR]
 
-1. prepare: the precompiled headers for the two common flag sets (none, -O3), built once per toolchain
-   (`cuda_agent.build.inline.warm_up`); reported as ``prepare_s``, not counted in any solution's time
-   (``--no-prepare``: the first solutions build them on demand).
+1. prepare: the precompiled headers for the two common flag sets (none, -O3) and the binding objects of 23 common
+   signatures, built once per toolchain (`cuda_agent.build.inline.warm_up`); reported as ``prepare_s``, not counted
+   in any solution's time (``--no-prepare``: the first solutions build them on demand).
 2. ours: every solution's load_inline calls (found statically) built with `build_inline`, ``--jobs`` solutions
    at a time (default: one per core, as a build pool runs them), into an empty object cache. ``--burst`` then
    empties the object cache again and starts every solution at once: ``burst_median_s`` is the time from that
@@ -142,10 +142,11 @@ def compare(ours: Path | None, theirs: Path | None) -> dict[str, Any]:
 
 
 def drop_objects(cache: Path) -> None:
-    """Forget every built module and binding object, keep the precompiled headers (per toolchain, not per
-    solution): the next builds start from a cold object cache."""
+    """Forget every built module and binding object, keep what `warm_up` made (precompiled headers, the common
+    signatures' object: per toolchain, not per solution): the next builds start from a cold object cache."""
     for index in (cache / "index").glob("*.json"):
-        if "header" not in json.loads(index.read_text()):
+        data = json.loads(index.read_text())
+        if "header" not in data and "signatures" not in data:
             index.unlink()
 
 

@@ -44,11 +44,13 @@ json.dump(result, open(out, "w"))
 
 @pytest.fixture(scope="session")
 def cuda_env() -> Iterator[dict[str, str]]:
-    """torch finds the toolkit from CUDA_HOME (or guesses); point both builders at nvcc's own toolkit."""
-    from cuda_agent.build.toolchain import cuda_home
+    """torch finds the toolkit from CUDA_HOME (or guesses from nvcc's folder, which a wrapper script defeats);
+    point both builders at nvcc's own toolkit."""
+    from cuda_agent.build.inline.torchenv import toolkit_root
+    from cuda_agent.build.toolchain import nvcc_path
 
     old = os.environ.get("CUDA_HOME")
-    os.environ["CUDA_HOME"] = old or str(cuda_home())
+    os.environ["CUDA_HOME"] = old or str(toolkit_root(nvcc_path()))
     yield dict(os.environ)
     if old is None:
         os.environ.pop("CUDA_HOME", None)

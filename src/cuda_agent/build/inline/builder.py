@@ -176,7 +176,7 @@ class _Flags:
         host_user = host_flags_from_nvcc(self.user_nvcc)
         host_std = [t for t in host_user if t.startswith("-std=")] or std
         self.host_noname = ["-x", "c++", *includes, *host, "-fPIC", "-m64",
-                            *[t for t in host_user if not t.startswith("-std=")], host_std[-1]]
+                            *[t for t in host_user if not t.startswith("-std=")], *host_std[-1:]]
         self.host = [name_define, *self.host_noname]
         self.host_env = ["-x", "c++", *host, "-fPIC", "-m64", *std]
         self.ld = [*env.ldflags, *self.user_ld]

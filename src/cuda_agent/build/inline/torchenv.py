@@ -124,6 +124,20 @@ def _nvcc_host(nvcc: str, cuda_cflags: list[str]) -> tuple[str, list[str]]:
     raise BuildError(f"cannot read nvcc's host compiler from `{nvcc} --dryrun`: {proc.stderr.strip()[-500:]}")
 
 
+def toolkit_root(nvcc: str) -> Path:
+    """The CUDA toolkit nvcc belongs to (its ``TOP``, from a dry run): ``nvcc`` may be a wrapper script or a link
+    outside the toolkit, so its own folder does not say. Raises `BuildError` when nvcc does not answer."""
+    try:
+        proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"cannot run {nvcc}: {exc}") from exc
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if line.startswith("#$ TOP="):
+            return Path(os.path.realpath(line.removeprefix("#$ TOP=").strip()))
+    raise BuildError(f"`{nvcc} --dryrun` does not name its toolkit")
+
+
 def _versions(cxx: list[str], host_cc: str, nvcc: str) -> str:
     parts = []
     for argv in (cxx, [host_cc], [nvcc]):
