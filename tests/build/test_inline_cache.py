@@ -1,8 +1,6 @@
 """The content-addressed store of build outputs, and the drop-in load_inline's resolution (no compiler needed)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from cuda_agent.build.inline import PrebuiltResolver, call_to_spec, make_load_inline, sha256_file

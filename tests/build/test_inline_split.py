@@ -56,7 +56,7 @@ def test_kernels_go_to_the_device_file_and_launches_become_shim_calls():
     assert "#include <torch/extension.h>" not in host and "torch/" not in device
     assert "#include <torch/all.h>" in plan.host_source("all") and "torch/all.h" not in host
     for kernel in ("square_kernel", "add_kernel", "zero_kernel"):
-        assert f"__global__ void" in device and f"void cak_launch_{kernel}(" in host
+        assert "__global__ void" in device and f"void cak_launch_{kernel}(" in host
         assert f"{kernel}<<<" not in host
     assert "::cak_launch_square_kernel<scalar_t>((p.n + BLOCK - 1) / BLOCK, BLOCK, 0, 0, x.data_ptr<scalar_t>()" in host
     assert "::cak_launch_add_kernel(dim3((n + 255) / 256), 256, 0, 0, a.data_ptr<float>()" in host
