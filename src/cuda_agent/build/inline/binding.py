@@ -41,7 +41,7 @@ _CORE_TYPES: dict[str, str] = {
 }
 _DOC = re.compile(r"[ -!#-\[\]-~]*")  # printable ASCII without '"' and '\\'
 MODULE_PRELUDE = (
-    "#include <cstdint>\n#include <cstddef>\n#include <vector>\n#include <optional>\n"
+    "#include <cstdint>\n#include <cstddef>\n"
     "namespace at { class Tensor; }\nnamespace c10 { template <typename T> class ArrayRef; }\n"
 )
 
@@ -100,7 +100,9 @@ class BindingPlan:
         """The module file: Python.h only (no pybind11, no torch). Prototypes as external references (as main.cpp
         has them), and a multi-phase PyInit whose exec slot defines each function through its signature's object,
         with the slots pybind11's PYBIND11_MODULE declares."""
+        text = " ".join(s.pointer_type for _, _, s in self.functions)
         lines = ["#include <Python.h>", MODULE_PRELUDE]
+        lines += [f"#include <{h}>" for h in ("vector", "optional") if f"std::{h}" in text]
         declared: set[str] = set()
         for name, _, sig in self.functions:
             if name not in declared:

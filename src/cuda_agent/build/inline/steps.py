@@ -34,7 +34,7 @@ from cuda_agent.errors import BuildError
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "2"  # of modules and binding objects: bump when what they contain changes
+BUILDER_VERSION = "3"  # of modules and binding objects: bump when what they contain changes
 PCH_VERSION = "1"  # of precompiled headers: bump when how they are made changes
 
 CUDA_PREFIX = "#include <cuda.h>\n#include <cuda_runtime.h>\n"
