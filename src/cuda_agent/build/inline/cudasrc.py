@@ -12,8 +12,8 @@ from cuda_agent.build.inline.cxxlex import (
 
 DEVICE_KW = frozenset({"__device__", "__constant__", "__shared__", "__managed__"})
 TORCH_NS = frozenset({"torch", "at", "c10", "caffe2", "pybind11", "py"})
-TORCHPREFIXES = ("TORCH_", "AT_", "C10_", "PYBIND11_", "THP", "Py", "_Py", "CAFFE_")
-PYTHONPREFIXES = ("Py", "_Py", "PY", "THP", "PYBIND11_")
+TORCH_PREFIXES = ("TORCH_", "AT_", "C10_", "PYBIND11_", "THP", "Py", "_Py", "CAFFE_")
+PYTHON_PREFIXES = ("Py", "_Py", "PY", "THP", "PYBIND11_")
 TORCH_INCLUDE = re.compile(r'#\s*include\s*[<"](torch|ATen|c10|caffe2|pybind11|Python\.h|THC)[/>.]')
 PYTHON_INCLUDE = re.compile(r'#\s*include\s*[<"](torch/(extension|python|torch)\.h|pybind11|Python\.h)')
 EXTENSION_INCLUDE = re.compile(r'#\s*include\s*[<"]torch/(extension|torch)\.h[>"]')
@@ -79,7 +79,7 @@ def names_torch(sig: list[Tok]) -> bool:
     for k, t in enumerate(sig):
         if t.kind != "id":
             continue
-        if (t.text in TORCH_NS and _qualified(sig, k)) or t.text.startswith(TORCHPREFIXES):
+        if (t.text in TORCH_NS and _qualified(sig, k)) or t.text.startswith(TORCH_PREFIXES):
             return True
         if t.text in TORCH_NS and k >= 2 and sig[k - 1].text == "namespace" and sig[k - 2].text == "using":
             return True
@@ -89,7 +89,7 @@ def names_torch(sig: list[Tok]) -> bool:
 def names_python(sig: list[Tok]) -> bool:
     for k, t in enumerate(sig):
         if t.kind == "id" and ((t.text in ("py", "pybind11") and _qualified(sig, k))
-                               or t.text.startswith(PYTHONPREFIXES)
+                               or t.text.startswith(PYTHON_PREFIXES)
                                or (t.text == "python" and k >= 2 and sig[k - 1].text == ":")):
             return True
     return False

@@ -153,7 +153,7 @@ def pch(ctx: Context, kind: str, compiler: Sequence[str], flags: Sequence[str], 
                     gch = folder / "cak_pch.h.gch"
                     argv = [*compiler, *flags, "-x", "c++-header", "cak_pch.h", "-o", gch.name]
                     if ctx.compile(f"pch:{kind}", argv, gch, cwd=folder):
-                        result = ctx.cache.putpch(key, folder / "cak_pch.h", gch, {"kind": kind})
+                        result = ctx.cache.put_pch(key, folder / "cak_pch.h", gch, {"kind": kind})
                     shutil.rmtree(folder, ignore_errors=True)
         finally:
             future.set_result(result)
