@@ -146,21 +146,94 @@ def _prepare_single_file(solution: Path, config: EvalConfig, scratch: Path, *, s
     out = scratch / INLINE_DIR
     out.mkdir()
     started = time.perf_counter()
-    log = _build_inline(scratch, config, sandboxed=sandboxed, gpu=gpu)
+    how = "from its source"
+    if _build_inline_static(source, out, config, sandboxed=sandboxed) is None:
+        how = "by importing it"
+        log = _build_inline(scratch, config, sandboxed=sandboxed, gpu=gpu)
+        if not (out / "index.json").is_file():
+            prepared.build_seconds = time.perf_counter() - started
+            if "load_inline" in log or "Error building extension" in log or "error" in log.lower():
+                raise PrepareError("build_failed", _build_failure_text(log), log=log[-20000:],
+                                   build_seconds=prepared.build_seconds)
+            return prepared  # the solution imports cpp_extension but builds nothing at import
     prepared.build_seconds = time.perf_counter() - started
-    if not (out / "index.json").is_file():
-        if "load_inline" in log or "Error building extension" in log or "error" in log.lower():
-            raise PrepareError("build_failed", _build_failure_text(log), log=log[-20000:],
-                               build_seconds=prepared.build_seconds)
-        return prepared  # the solution imports cpp_extension but builds nothing at import
     prepared.inline_dir = f"/scratch/{INLINE_DIR}"
     index = _read_index(out / "index.json")
     # Rationale: the build's output is the candidate's to print (its module's top level ran there), so which
     # kernels it compiled is read from the built objects themselves.
     prepared.own_kernels = demangle(compiled_kernels([out / entry["file"] for entry in index.values()
                                                       if isinstance(entry, dict) and "file" in entry]))
-    prepared.notes.append(f"built {len(index)} inline extension(s) in {prepared.build_seconds:.1f} s")
+    prepared.notes.append(f"built {len(index)} inline extension(s) {how} in {prepared.build_seconds:.1f} s")
     return prepared
+
+
+def inline_call_key(spec) -> str:  # noqa: ANN001 - an InlineSpec, imported lazily
+    """The key under which the candidate process looks up the extension for ``spec``: the runner's own key of the
+    same call (`ca_runner.inline.spec_key`), so the call the solution makes at import finds what was built."""
+    from cuda_agent.evaluator.runner.inline import spec_key
+
+    return spec_key({
+        "name": spec.name, "cpp_sources": list(spec.cpp_sources), "cuda_sources": list(spec.cuda_sources),
+        "functions": None if spec.functions is None else dict(spec.functions),
+        "extra_cflags": list(spec.extra_cflags), "extra_cuda_cflags": list(spec.extra_cuda_cflags),
+        "extra_ldflags": list(spec.extra_ldflags), "extra_include_paths": list(spec.extra_include_paths),
+        "with_cuda": spec.with_cuda, "is_python_module": spec.is_python_module,
+        "with_pytorch_error_handling": spec.with_pytorch_error_handling,
+        "no_implicit_headers": spec.no_implicit_headers,
+    })
+
+
+def _build_inline_static(source: str, out: Path, config: EvalConfig, *, sandboxed: bool) -> dict | None:
+    """Build the solution's ``load_inline`` extensions from its source text, without running it: the calls read
+    statically (`extract_inline_specs`), each built by the fast inline builder (compilers sandboxed, results in a
+    content-addressed cache shared by every evaluation) and written into ``out`` with the index the candidate
+    process reads. None when the calls are not static or a flag is outside the fast builder's allow-list: the
+    caller then imports the solution in a sandboxed build process instead (slower, same result)."""
+    import os
+    import tempfile
+
+    from cuda_agent.build.builder import default_cache_dir
+    from cuda_agent.build.inline import InlineExtractionError, InlineSpecError, build_inline, extract_inline_specs
+    from cuda_agent.errors import BuildError
+
+    try:
+        specs = extract_inline_specs(source)
+    except (InlineExtractionError, InlineSpecError):
+        return None
+    if not specs:
+        return None
+    cache = (Path(config.build_cache_dir) if config.build_cache_dir else default_cache_dir()) / "inline"
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cak-inline-"))
+    try:
+        if sandboxed:
+            from cuda_agent.sandbox import sandboxed_runner
+
+            runner = sandboxed_runner(work, extra_ro=[cache], readonly_workspace=False)
+        else:
+            runner = None
+        index: dict[str, dict] = {}
+        for spec in specs:
+            try:
+                result = build_inline(spec, cache_dir=cache, arch=config.arch, runner=runner, work_dir=work,
+                                      jobs=max(1, os.cpu_count() or 1), timeout_s=max(60.0, config.timeout_s))
+            except SandboxError as exc:
+                raise PrepareError("eval_error", str(exc)) from exc
+            except BuildError:
+                return None  # torch or the toolkit not found by the fast builder: torch's own build may still work
+            if not result.ok:
+                if not result.steps:
+                    return None  # refused before compiling (a flag outside the allow-list)
+                raise PrepareError("build_failed", f"the inline extension {spec.name!r} did not compile:\n"
+                                   f"{result.diagnostics}", log=result.log[-20000:], build_seconds=result.seconds)
+            assert result.module_path is not None
+            key = inline_call_key(spec)
+            shutil.copyfile(result.module_path, out / f"{key}.so")
+            index[key] = {"module": spec.name, "file": f"{key}.so", "python_module": spec.is_python_module}
+        (out / "index.json").write_text(json.dumps(index))
+        return index
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _build_inline(scratch: Path, config: EvalConfig, *, sandboxed: bool, gpu: bool) -> str:

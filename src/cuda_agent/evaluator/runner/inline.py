@@ -20,30 +20,51 @@ import types
 from typing import Any, Callable
 
 INDEX = "index.json"
-_KEY_FIELDS = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
-               "extra_ldflags", "extra_include_paths", "with_cuda", "with_pytorch_error_handling")
+_LIST_FIELDS = ("cpp_sources", "cuda_sources", "sycl_sources", "extra_cflags", "extra_cuda_cflags",
+                "extra_sycl_cflags", "extra_ldflags", "extra_include_paths")
+_FLAG_DEFAULTS = (("is_python_module", True), ("with_pytorch_error_handling", True), ("no_implicit_headers", False),
+                  ("with_sycl", None), ("with_cuda", None))
 
 
 class InlineBuildMissing(ImportError):
     """The candidate asked for an extension that the build step did not build (other arguments than at build)."""
 
 
-def _normal(value: Any) -> Any:
+def _strings(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def _functions(value: Any) -> list[list[str]] | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
+        return [[value, value]]
     if isinstance(value, dict):
-        return {str(k): str(v) for k, v in sorted(value.items())}
-    return value
+        return [[str(k), str(v)] for k, v in value.items()]
+    return [[str(v), str(v)] for v in value]
 
 
-def spec_key(kwargs: dict[str, Any]) -> str:
+def canonical_call(bound: dict[str, Any]) -> dict[str, Any]:
+    """What one ``load_inline`` call builds, normalised as torch normalises it (a string is a one-item list, a list
+    of function names is name -> name, an omitted flag is its default); the build side computes the same form from
+    the call it read statically (`cuda_agent.evaluator.judge.prepare.inline_call_key`)."""
+    data: dict[str, Any] = {"name": str(bound.get("name"))}
+    for name in _LIST_FIELDS:
+        data[name] = _strings(bound.get(name))
+    data["functions"] = _functions(bound.get("functions"))
+    for name, default in _FLAG_DEFAULTS:
+        value = bound.get(name)
+        data[name] = default if value is None else bool(value)
+    return data
+
+
+def spec_key(bound: dict[str, Any]) -> str:
     """The identity of one ``load_inline`` call: a hash of everything that goes into the build."""
-    data = {field: _normal(kwargs.get(field)) for field in _KEY_FIELDS}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(canonical_call(bound), sort_keys=True).encode()).hexdigest()
 
 
 def module_name(kwargs: dict[str, Any], key: str) -> str:
@@ -61,12 +82,19 @@ def import_extension(name: str, path: str) -> types.ModuleType:
     return module
 
 
-def _bind_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    order = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
-             "extra_ldflags", "extra_include_paths", "build_directory", "verbose", "with_cuda", "is_python_module")
-    bound = dict(zip(order, args))
-    bound.update(kwargs)
-    return bound
+def _binder(real: Callable[..., Any]) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """Names a call's arguments by torch's own ``load_inline`` signature (positions moved between versions)."""
+    import inspect
+
+    signature = inspect.signature(real)
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return dict(signature.bind(*args, **kwargs).arguments)
+        except TypeError as exc:
+            raise TypeError(f"load_inline: {exc}") from None
+
+    return bind
 
 
 def prebuilt_loader(directory: str) -> Callable[..., types.ModuleType]:
@@ -76,30 +104,40 @@ def prebuilt_loader(directory: str) -> Callable[..., types.ModuleType]:
             index = json.load(fh)
     except (OSError, ValueError):
         index = {}
+    import torch.utils.cpp_extension as cpp_extension
+
+    bind = _binder(cpp_extension.load_inline)
 
     def load_inline(*args: Any, **kwargs: Any) -> types.ModuleType:
-        bound = _bind_args(args, kwargs)
+        bound = bind(args, kwargs)
         key = spec_key(bound)
         entry = index.get(key)
         if entry is None:
             raise InlineBuildMissing(
                 f"load_inline(name={bound.get('name')!r}) was called with other sources or flags than when the "
                 "solution was built; a solution must build the same extension every time it is imported")
-        return import_extension(entry["module"], os.path.join(directory, entry["file"]))
+        path = os.path.join(directory, entry["file"])
+        if entry.get("python_module", True) is False:
+            import torch
+
+            torch.ops.load_library(path)
+            return path  # type: ignore[return-value]
+        return import_extension(entry["module"], path)
 
     return load_inline
 
 
 def _recording_builder(out_dir: str, real: Callable[..., Any]) -> Callable[..., types.ModuleType]:
     index: dict[str, Any] = {}
+    bind = _binder(real)
 
     def load_inline(*args: Any, **kwargs: Any) -> types.ModuleType:
-        bound = _bind_args(args, kwargs)
+        bound = bind(args, kwargs)
         key = spec_key(bound)
         name = module_name(bound, key)
         build_dir = os.path.join(out_dir, "work", key[:16])
         os.makedirs(build_dir, exist_ok=True)
-        flags = list(_normal(bound.get("extra_cuda_cflags")) or [])
+        flags = _strings(bound.get("extra_cuda_cflags"))
         call = dict(bound, name=name, build_directory=build_dir, verbose=True,
                     extra_cuda_cflags=flags + ["-Xptxas=-v"])
         call.pop("is_python_module", None)
