@@ -76,7 +76,8 @@ class Run:
         return self.deadline - time.perf_counter()
 
     def evaluate(self, entry: Entry, **overrides: Any) -> EvalResult:
-        config = EvalConfig(**{"mode": entry.mode, "reps": 20, "warmup": 3, "timeout_s": 300,
+        timeout = min(300.0, max(20.0, self.left() - 15))  # a hang ends before the run's budget does
+        config = EvalConfig(**{"mode": entry.mode, "reps": 20, "warmup": 3, "timeout_s": timeout,
                                "profile": entry.honest or entry.needs_timing,
                                **({} if entry.gpu else {"device": "cpu"}), **overrides})
         start = time.perf_counter()
@@ -108,17 +109,19 @@ class Run:
 
     def many(self, entries: list[Entry], parallel: int, **overrides: Any) -> None:
         """Evaluate ``entries`` (``parallel`` at once: their builds overlap; untimed when parallel)."""
-        todo = [e for e in entries]
+        def one(entry: Entry, **more: Any) -> None:
+            if self.left() < 20:  # the result file is written only if the run ends within its budget
+                self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native,
+                                  "ok": None, "stage": "not run (budget)"})
+                return
+            self.evaluate(entry, **more, **overrides)
+
         if parallel <= 1:
-            for entry in todo:
-                if self.left() < 20:
-                    self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native,
-                                      "ok": None, "stage": "not run (budget)"})
-                    continue
-                self.evaluate(entry, **overrides)
+            for entry in entries:
+                one(entry)
             return
         with ThreadPoolExecutor(parallel) as pool:
-            list(pool.map(lambda e: self.evaluate(e, profile=False, **overrides), todo))
+            list(pool.map(lambda e: one(e, profile=False), entries))
 
 
 def round_trips(run: Run, n: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth realmodel
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval gputests
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -37,9 +37,11 @@ for s in "${stages[@]}"; do
     info) stage info 60 bash -c 'nvidia-smi; python3 -c "import torch,sys;print(sys.version, torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"; nvcc --version | tail -1; nproc; "${CUDA_AGENT_BWRAP:-bwrap}" --version' ;;
     # the evaluator's GPU cases other than hang / illegal_address run in the `evaluator` stage (benchmarks/evaluator.py)
     tests) stage tests 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests -k "not test_gpu_case or hang or illegal_address" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
+    # the GPU tests other than the corpus cases, which the `evaluator` stage evaluates one by one (same code, one run)
+    gputests) stage gputests "${GPUTESTS_LIMIT_S:-300}" bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 tests -k "not test_gpu_case and not test_adversarial_gpu_case_is_rejected and not test_honest_case_accepted" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
     evalcases) stage evalcases 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests/evaluator/test_eval_gpu_cases.py ;;
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
-    evaluator) stage evaluator 480 bash -c 'set -o pipefail; python3 benchmarks/evaluator.py ${EVALUATOR_ARGS:-} 2>&1 | grep -v "^W1" | tee "$0"' "$OUT/evaluator.log" ;;
+    evaluator) stage evaluator "${EVALUATOR_LIMIT_S:-480}" bash -c 'set -o pipefail; python3 benchmarks/evaluator.py ${EVALUATOR_ARGS:-} 2>&1 | grep -v "^W1" | tee "$0"' "$OUT/evaluator.log" ;;
     degenerate) stage degenerate 200 python3 benchmarks/degenerate_tasks.py --budget-s 170 ;;
     breakdown) stage breakdown 150 python3 benchmarks/evaluator_breakdown.py --out "$OUT" ;;
     large) stage large 200 bash -c 'set -o pipefail; python3 benchmarks/evaluator_large_tasks.py 2>&1 | tee "$0"' "$OUT/large_tasks.log" ;;
@@ -47,7 +49,9 @@ for s in "${stages[@]}"; do
     pool) stage pool 150 python3 benchmarks/pool.py --gpu --task 19_ReLU --solution benchmarks/solutions/L1_19_ReLU --seconds-single 25 --seconds-loaded 40 ;;
     agent) stage agent 240 python3 benchmarks/agent_episode.py ;;
     bench) stage bench 220 python3 benchmarks/bench_offline.py --budget-s 160 ;;
-    realmodel) stage realmodel 590 python3 benchmarks/real_model.py score ;;
+    realmodel) stage realmodel "${REALMODEL_LIMIT_S:-590}" python3 benchmarks/real_model.py score ;;
+    buildspeed) stage buildspeed 330 python3 benchmarks/build_throughput.py --jobs 16 --torch-limit 16 --verify ;;
+    coldeval) stage coldeval 300 python3 benchmarks/cold_eval.py --cases 10 --merge-into benchmarks/results/build_throughput.json ;;
     synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac

@@ -27,6 +27,7 @@ host paths under ``SECRET_ROOT`` and in the evaluation's environment.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -173,6 +174,7 @@ class Secrets:
     token: str
     root: Path
     files: dict[Path, bytes] = field(default_factory=dict)
+    lock: Any = None  # the open lock file: one planting at a time on a machine (see `plant_secrets`)
 
     @property
     def env(self) -> dict[str, str]:
@@ -204,8 +206,13 @@ class Secrets:
 def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
     """Plant a fresh token: ``root``/secret.txt, the host's /tmp, the baseline and build caches under
     ``root``/cache (the cache the judge uses through ``Secrets.env_with_cache``), another workspace's model_new.py."""
+    # The cases reach for these files at fixed paths, so two test sessions on one machine (CI beside a developer's
+    # run) would overwrite each other's token and each see the other's planting as tampering: hold a lock from
+    # planting to removal, and let a second session wait for the first.
+    lock = open(f"{root}.lock", "a+")  # noqa: SIM115 - held until remove_secrets
+    fcntl.flock(lock, fcntl.LOCK_EX)
     token = TOKEN_PREFIX + _secrets.token_hex(12)
-    planted = Secrets(token, root)
+    planted = Secrets(token, root, lock=lock)
     plan = {
         root / "secret.txt": f"{token} (a host file the candidate must not read)\n".encode(),
         HOST_TMP_SECRET: f"{token} (the host's /tmp)\n".encode(),
@@ -225,6 +232,8 @@ def plant_secrets(root: Path = SECRET_ROOT) -> Secrets:
 def remove_secrets(planted: Secrets) -> None:
     shutil.rmtree(planted.root, ignore_errors=True)
     shutil.rmtree(HOST_TMP_SECRET.parent, ignore_errors=True)
+    if planted.lock is not None:
+        planted.lock.close()  # releases the lock
 
 
 @pytest.fixture(scope="module")
