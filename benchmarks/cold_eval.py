@@ -74,10 +74,13 @@ def main() -> int:
             inside = sum(float(v) for v in phases.values())
             rows.append({"case": folder.name, "wall_s": round(wall, 3), "phases_s": round(inside, 3),
                          "overhead_s": round(wall - inside, 3), "stage": result.get("stage"),
-                         "reward": result.get("reward"), "phase_seconds": phases})
+                         "reward": result.get("reward"), "phase_seconds": phases,
+                         "reason": str(result.get("reason") or "")[:600]})
             print(f"{folder.name}: wall {wall:.2f} s, phases {inside:.2f} s, overhead {wall - inside:.2f} s, "
-                  f"{result.get('stage')}", file=sys.stderr)
-    overheads = [r["overhead_s"] for r in rows if "overhead_s" in r]
+                  f"{result.get('stage')} {str(result.get('reason') or '')[:300]!r} "
+                  f"{str(result.get('log') or '')[-600:]!r}", file=sys.stderr)
+    # an evaluation that failed before its phases ran has nothing to subtract: only verdicts count
+    overheads = [r["overhead_s"] for r in rows if "overhead_s" in r and r.get("phase_seconds")]
     metrics = {"cases": len(rows), "cases_with_result": len(overheads),
                "cold_eval_overhead_s": statistics.median(overheads) if overheads else -1.0,
                "cold_eval_overhead_max_s": max(overheads) if overheads else -1.0,

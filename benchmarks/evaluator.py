@@ -86,7 +86,10 @@ class Run:
         wall = time.perf_counter() - start
         self._facts(result)
         leaked = self.secrets.leaked(result) or bool(self.secrets.tampered())
-        ok = (result.reward >= 1) if entry.honest else (result.reward == -1 and not leaked)
+        # a cheat that cannot gain ("unrewarded": forged times where speed is not rewarded) is blocked at reward <= 1,
+        # as in the corpus's own verdict (adversarial_corpus.judge)
+        blocked = result.reward == -1 or (entry.expect == "unrewarded" and result.reward <= 1)
+        ok = (result.reward >= 1) if entry.honest else (blocked and not leaked)
         self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native, "style":
                           entry.styles, "expect": entry.expect, "stage": result.stage, "rules": list(result.rule_names),
                           "reward": result.reward, "ok": ok, "speedup_eager": result.speedup_eager,
@@ -170,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         run = Run(worker, Path(tmp), started + args.budget_s, secrets)
         if "roundtrip" not in args.skip:
             metrics.update(round_trips(run, ROUND_TRIPS))
+        elif args.previous is not None:  # the earlier run's round trips stand (same commit's judge, see the command)
+            earlier = json.loads(args.previous.read_text()).get("metrics", {})
+            metrics.update({k: v for k, v in earlier.items() if k.startswith("roundtrip") or k == "speedup_cv"})
         honest = honest_entries()
         adversarial = adversarial_entries()
         if args.previous is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,31 @@ def test_build_with_sandboxed_nvcc(workspace: Path, sibling: Path, tmp_path: Pat
     assert not bad.ok
     assert secret not in bad.diagnostics + bad.log
     assert "No such file" in bad.diagnostics + bad.log
+
+
+def test_a_compiler_installed_outside_usr_is_there_inside(workspace: Path, request: pytest.FixtureRequest,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build resolves its compiler outside (a GPU host's CXX=/opt/gcc/bin/g++) and names it by that path in a
+    script the sandbox runs: the compiler's prefix must be bound inside, or every build fails to link."""
+    from cuda_agent.sandbox._layout import compiler_roots
+
+    # not under /tmp: the sandbox has a /tmp of its own, and toolchains are not installed there
+    prefix = Path(tempfile.mkdtemp(prefix="cak-toolchain-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(prefix, ignore_errors=True))
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "libexec").mkdir()
+    (prefix / "libexec" / "cc1plus-stand-in").write_text("the compiler's own files\n")
+    cxx = prefix / "bin" / "g++"
+    cxx.write_text(f'#!/bin/sh\ncat {prefix}/libexec/cc1plus-stand-in\necho "compiled $@"\n')
+    cxx.chmod(0o755)
+    script = workspace / "build.sh"
+    script.write_text(f"{cxx} -c main.cpp\n")  # the path only in the script, not on the command line
+    monkeypatch.setenv("CXX", str(cxx))
+    compiler_roots.cache_clear()
+    try:
+        assert str(prefix.resolve()) in compiler_roots()
+        done = sandboxed_runner(workspace)(["sh", "build.sh"], workspace, 60)
+    finally:
+        compiler_roots.cache_clear()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["the compiler's own files", "compiled -c main.cpp"]

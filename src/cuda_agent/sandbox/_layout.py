@@ -63,6 +63,20 @@ def cuda_roots() -> tuple[str, ...]:
     return tuple(r for r in _minimal_roots(found) if not _contained(r, ["/usr"]))
 
 
+@functools.lru_cache(maxsize=1)
+def compiler_roots() -> tuple[str, ...]:
+    """The install prefixes of the host C/C++ compilers (CC, CXX, and c++/g++/gcc/cc on PATH) that lie outside
+    /usr: a build resolves its compiler outside the sandbox (a GPU host's CXX=/opt/gcc/bin/g++, say) and runs it
+    inside, so the whole prefix (its cc1plus, headers and libraries) must be there too."""
+    found: list[str] = []
+    names = [os.environ.get("CC"), os.environ.get("CXX"), "c++", "g++", "gcc", "cc"]
+    for name in names:
+        path = shutil.which(name) if name else None
+        if path:
+            found.append(str(Path(os.path.realpath(path)).parent.parent))
+    return tuple(r for r in _minimal_roots(found) if not _contained(r, ["/usr"]) and r != "/")
+
+
 def python_executable() -> str:
     """The interpreter path to use inside (it lies under a bound prefix)."""
     return os.path.realpath(sys.executable)
@@ -71,7 +85,7 @@ def python_executable() -> str:
 def inside_path_env() -> str:
     """PATH inside: the cuda-agent client, this Python, the CUDA toolkit, then the system folders."""
     parts = [CLIENT_DIR, str(Path(sys.executable).parent), str(Path(python_executable()).parent)]
-    parts += [f"{root}/bin" for root in cuda_roots()]
+    parts += [f"{root}/bin" for root in (*cuda_roots(), *compiler_roots())]
     if os.path.isdir("/usr/local/cuda/bin"):
         parts.append("/usr/local/cuda/bin")
     return ":".join(dict.fromkeys(parts)) + ":" + SYSTEM_PATH
@@ -110,7 +124,7 @@ class Layout:
         for path in ETC_FILES:
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]
-        for root in (*python_roots(), *cuda_roots()):
+        for root in (*python_roots(), *cuda_roots(), *compiler_roots()):
             args += ["--ro-bind", root, root]
         return args
 
@@ -143,8 +157,8 @@ class Layout:
     def _parent_dirs(self) -> list[str]:
         """``--dir`` (mode 0755) for every folder bubblewrap would otherwise create on its own as a mount point's
         parent: privileged bubblewrap makes those 0700, which would hide the toolchain from the sandbox's user."""
-        dests = [*python_roots(), *cuda_roots(), *self.files, *self.ro_dirs, self.workspace_mount, *self.ro,
-                 *self.rw, *(p for p in ETC_FILES if os.path.exists(p))]
+        dests = [*python_roots(), *cuda_roots(), *compiler_roots(), *self.files, *self.ro_dirs, self.workspace_mount,
+                 *self.ro, *self.rw, *(p for p in ETC_FILES if os.path.exists(p))]
         skip = ["/usr", "/proc", "/dev", *TOP_LEVEL_LINKS]
         parents: set[str] = set()
         for dest in dests:

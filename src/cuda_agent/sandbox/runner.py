@@ -14,7 +14,8 @@ from typing import Callable, Sequence
 
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox._exec import run_bwrap
-from cuda_agent.sandbox._layout import Layout, cuda_roots, inside_path_env, namespace_args, python_roots
+from cuda_agent.sandbox._layout import (Layout, compiler_roots, cuda_roots, inside_path_env, namespace_args,
+                                        python_roots)
 from cuda_agent.sandbox._limits import GiB, MiB, SandboxLimits
 from cuda_agent.sandbox._probe import bwrap_path, check_sandbox
 
@@ -67,7 +68,7 @@ def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = 
     prot = tuple(p.rstrip("/") for p in (protected if protected is not None else protected_paths()))
 
     def run(argv: Sequence[str], cwd: Path, timeout: float) -> "subprocess.CompletedProcess[str]":
-        bound = [str(ws), *rw, *ro, "/usr", *python_roots(), *cuda_roots()]
+        bound = [str(ws), *rw, *ro, "/usr", *python_roots(), *cuda_roots(), *compiler_roots()]
         auto = [p for p in _host_paths(argv) if not any(p == b or p.startswith(b + "/") for b in bound)]
         layout = Layout(ws, str(ws), protected=prot, workspace_readonly=readonly_workspace,
                         writable_inside_protected=() if readonly_workspace else (".cuda_agent/build",),

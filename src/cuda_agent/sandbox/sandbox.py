@@ -20,8 +20,8 @@ from typing import Sequence
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox import _detect
 from cuda_agent.sandbox._exec import REPORT_MARK, monitor_argv, run_bwrap, write_monitor_shell
-from cuda_agent.sandbox._layout import (BROKER_DIR, CLIENT_DIR, MONITOR_DIR, SANDBOX_UID, Layout, cuda_roots,
-                                        drop_privileges_prefix, inside_path_env, namespace_args,
+from cuda_agent.sandbox._layout import (BROKER_DIR, CLIENT_DIR, MONITOR_DIR, SANDBOX_UID, Layout, compiler_roots,
+                                        cuda_roots, drop_privileges_prefix, inside_path_env, namespace_args,
                                         python_executable, python_roots)
 from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
 from cuda_agent.sandbox._monitor import (CanaryWatch, UidLease, chown_tree, digest, disk_usage, no_route_packets,
@@ -353,7 +353,7 @@ class Sandbox:
         """Remove symlinks that point out of the workspace (a host-side reader, such as the build or the
         evaluator, would follow them to the host's real files) and FIFOs/sockets (it would block on them).
         Relative links inside the workspace and links into the toolchain stay."""
-        allowed = ("/usr", "/dev/null", *python_roots(), *cuda_roots())
+        allowed = ("/usr", "/dev/null", *python_roots(), *cuda_roots(), *compiler_roots())
         skip = tuple(self.workspace / p.rstrip("/") for p in self.protected)
         found: list[Violation] = []
         for path, what in unsafe_entries(self.workspace, allowed, skip):
