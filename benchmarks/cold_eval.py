@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,7 +64,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for folder in folders:
             out = Path(tmp) / f"{folder.name}.json"
-            argv = cli + ["eval", "--task", task_id(folder), "--solution", str(folder), "--json", str(out)]
+            workspace = Path(tmp) / folder.name  # the solutions are the agent's files only: made into a workspace
+            subprocess.run(cli + ["workspace", "new", task_id(folder), str(workspace)], check=True, env=env,
+                           capture_output=True, timeout=300)
+            shutil.copyfile(folder / "model_new.py", workspace / "model_new.py")
+            if (folder / "kernels").is_dir():
+                shutil.rmtree(workspace / "kernels", ignore_errors=True)
+                shutil.copytree(folder / "kernels", workspace / "kernels")
+            argv = cli + ["eval", "--task", task_id(folder), "--solution", str(workspace), "--json", str(out)]
             wall, done = timed_run(argv, env)
             if not out.is_file():
                 rows.append({"case": folder.name, "wall_s": wall, "error": (done.stdout + done.stderr)[-600:]})

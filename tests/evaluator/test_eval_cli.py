@@ -48,6 +48,16 @@ def test_eval_reports_a_missing_solution(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no such" in " ".join(result.output.split())
 
 
+def test_eval_refuses_a_folder_that_is_not_a_workspace_before_evaluating(tmp_path: Path) -> None:
+    folder = tmp_path / "loose"
+    (folder / "kernels").mkdir(parents=True)
+    (folder / "model_new.py").write_text("class ModelNew: pass\n")
+    result = CliRunner().invoke(_app(), ["eval", "--task", str(CASES / "tasks" / "tiny_mean.py"),
+                                         "--solution", str(folder)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "not a cuda-agent workspace" in text and "workspace new" in text
+
+
 def test_resolve_task_by_kernelbench_id() -> None:
     with pytest.raises(TaskError):
         resolve_task("not/a/task")

@@ -9,6 +9,7 @@ from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.isolation import WarmWorker, run_isolated
 from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.tasks.task import Task
+from cuda_agent.workspace.workspace import MANIFEST
 
 
 def make_job(task: Task, solution: str | Path, config: EvalConfig) -> dict[str, Any]:
@@ -18,6 +19,11 @@ def make_job(task: Task, solution: str | Path, config: EvalConfig) -> dict[str, 
         raise WorkspaceError(f"{path}: no such workspace or solution file")
     if not (path.is_dir() or path.suffix == ".py"):
         raise WorkspaceError(f"{path}: a solution is a workspace folder or a KernelBench single-file .py")
+    # Rationale: said here, before a judge starts and sets up the reference (minutes for a large task on a CPU).
+    if path.is_dir() and not (path / MANIFEST).is_file():
+        raise WorkspaceError(f"{path} is a folder but not a cuda-agent workspace (no {MANIFEST}): make one with "
+                             "`cuda-agent workspace new TASK DIR` and put model_new.py and kernels/ in it, or pass a "
+                             "single-file .py solution")
     return {"task": task.to_dict(), "solution": str(path), "config": config.to_dict()}
 
 
