@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
         if policy not in ("openai", "scripted"):
             raise _fail(f"--policy must be openai or scripted, got {policy!r}")
         try:
-            from cuda_agent.build import nvcc_path
+            from cuda_agent.compiler import nvcc_path
 
             nvcc_path()
         except CudaAgentError as exc:

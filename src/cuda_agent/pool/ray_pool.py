@@ -93,7 +93,7 @@ def _remote_build(task: dict[str, Any], solution: dict[str, Any], cache_dir: str
     import shutil
     import tempfile
 
-    from cuda_agent.build.confined import build_confined
+    from cuda_agent.compiler.confined import build_confined
     from cuda_agent.tasks.task import Task
 
     scratch = Path(tempfile.mkdtemp(prefix="cuda-agent-build-"))
@@ -278,7 +278,7 @@ class RayPool(QueuedPool):
         result: Future[Any] = Future()
 
         def convert(raw: Future[Any]) -> None:
-            from cuda_agent.build import BuildResult
+            from cuda_agent.compiler import BuildResult
 
             try:
                 data = raw.result()
