@@ -131,7 +131,7 @@ def test_llm_composer_prompts_with_the_chosen_operators(small_catalog, tmp_path:
 
 @pytest.mark.slow
 def test_worker_pool_caps_a_hanging_candidate_and_goes_on(make_task) -> None:
-    from cuda_agent.synth.workers import WorkerPool
+    from cuda_agent.synth.filter_workers import WorkerPool
 
     hang = make_task("        time.sleep(600)\n        return x", extra="import time")
     good = make_task("        return torch.tanh(x) + 1.0")

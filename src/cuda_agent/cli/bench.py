@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
         """Run a policy over a task set (resumable: finished tasks in --out are skipped)."""
         from cuda_agent.agent import AgentConfig, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
         from cuda_agent.bench import MetricsConfig
-        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.runner import BenchRun, RunConfig, agent_episode
 
         task_set = _tasks(tasks, levels, ids, limit)
@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
         """Evaluate a folder of existing solutions with the same evaluator and metrics as agent runs."""
         from cuda_agent.bench import MetricsConfig
         from cuda_agent.bench.offline import find_solutions, run_offline
-        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.results import save_results
 
         task_set = _tasks(tasks, levels, ids, None)
@@ -267,7 +267,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write report.md, report.html and metrics.json from stored results (no GPU needed)."""
         from cuda_agent.bench import MetricsConfig
-        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.results import load_results
 
         try:

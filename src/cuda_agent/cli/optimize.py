@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
         from cuda_agent.agent.backend import LocalBackend, resolve_verify_mode
         from cuda_agent.agent.examples import example_script_path
         from cuda_agent.agent.loop import Agent
-        from cuda_agent.agent.report import write_outputs
+        from cuda_agent.agent.episode_outputs import write_outputs
 
         # ---- fast preconditions: report everything that is missing at once ----
         problems: list[str] = []

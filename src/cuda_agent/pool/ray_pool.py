@@ -24,7 +24,7 @@ from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
-from cuda_agent.pool.worker import WorkerFailure, WorkerReply
+from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class GpuActorBody:
     def __init__(self, evaluator_blob: str, health_check_on_replace: bool) -> None:
         import os
 
-        from cuda_agent.pool.worker import WorkerProcess
+        from cuda_agent.pool.worker_process import WorkerProcess
 
         self._evaluator = pickle.loads(base64.b64decode(evaluator_blob))
         self._health = health_check_on_replace

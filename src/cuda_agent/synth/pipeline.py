@@ -247,7 +247,7 @@ class SynthRun:
         limit = cfg.max_candidates if cfg.max_candidates is not None else 10 * cfg.n + 20
         pool = None
         if cfg.workers > 0:
-            from cuda_agent.synth.workers import WorkerPool
+            from cuda_agent.synth.filter_workers import WorkerPool
 
             pool = WorkerPool(cfg.workers, cfg.filters, cfg.task_timeout_s)
         in_flight: dict[int, tuple[Composed, str, float]] = {}
