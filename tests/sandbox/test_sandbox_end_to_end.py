@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import Broker, BrokerReply, Sandbox, sandboxed_runner
-from cuda_agent.testing import RELU_KERNEL, kernelbench_root
+from cuda_agent.locations import kernelbench_root
+from helpers import RELU_KERNEL
 
 RELU = RELU_KERNEL
 

@@ -19,7 +19,7 @@ from cuda_agent.synth import (
 from cuda_agent.synth.llm import build_prompt, extract_code
 from cuda_agent.synth.pipeline import state_path
 from cuda_agent.tasks import load_parquet
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 CPU = FilterConfig(min_ms=0.0, max_ms=5_000.0, check_compile=False)
 

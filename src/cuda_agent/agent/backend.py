@@ -204,7 +204,7 @@ class EvalBackend(Protocol):
 
 
 def gpu_available() -> bool:
-    from cuda_agent.testing import cuda_available
+    from cuda_agent.compiler.toolchain import cuda_available
 
     return cuda_available()
 

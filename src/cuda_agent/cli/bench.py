@@ -22,7 +22,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional[int]) -> Any:
     from cuda_agent.tasks import load_tasks
-    from cuda_agent.testing import kernelbench_root
+    from cuda_agent.locations import kernelbench_root
 
     if spec == "kernelbench":
         root = kernelbench_root()

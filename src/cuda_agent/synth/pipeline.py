@@ -56,7 +56,7 @@ class SynthConfig:
     dup_threshold: float = 0.9
     """Reject a candidate at least this similar to an accepted one."""
     kernelbench: str | None = None
-    """KernelBench task folder for decontamination (default: `cuda_agent.testing.kernelbench_root()`)."""
+    """KernelBench task folder for decontamination (default: `cuda_agent.locations.kernelbench_root()`)."""
     filters: FilterConfig = field(default_factory=FilterConfig)
     """Execution filter settings."""
 
@@ -226,7 +226,7 @@ class SynthRun:
         if config.kernelbench is not None:
             kb_root: str | Path | None = config.kernelbench
         else:
-            from cuda_agent.testing import kernelbench_root
+            from cuda_agent.locations import kernelbench_root
 
             kb_root = kernelbench_root()
         self.kb = kernelbench_index(kb_root)
