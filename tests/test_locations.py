@@ -74,3 +74,11 @@ def test_train_without_configs_says_how_to_point_at_them(unconfigured: Path) -> 
     result = CliRunner().invoke(app, ["train", "ppo", "--dry-run"])
     assert result.exit_code == 1
     assert "CUDA_AGENT_RL_CONFIGS" in result.output and "--config" in result.output
+
+
+def test_bench_with_a_wrong_setting_is_one_line_naming_it(unconfigured: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_AGENT_KERNELBENCH", str(unconfigured / "missing"))
+    result = CliRunner().invoke(app, ["bench", "run", "--tasks", "kernelbench", "--out", str(unconfigured / "run")])
+    assert result.exit_code == 2, result.output
+    assert "CUDA_AGENT_KERNELBENCH=" in result.output and "no level1/" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

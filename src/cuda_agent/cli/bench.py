@@ -21,11 +21,15 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional[int]) -> Any:
-    from cuda_agent.tasks import load_tasks
+    from cuda_agent.errors import ConfigError
     from cuda_agent.locations import kernelbench_root
+    from cuda_agent.tasks import load_tasks
 
     if spec == "kernelbench":
-        root = kernelbench_root()
+        try:
+            root = kernelbench_root()
+        except ConfigError as exc:
+            raise _fail(str(exc))
         if root is None:
             raise _fail("no KernelBench folder found; pass --tasks PATH, set CUDA_AGENT_KERNELBENCH, or download it "
                         "with: cuda-agent data fetch kernelbench")
