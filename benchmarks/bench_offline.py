@@ -24,11 +24,11 @@ from pathlib import Path
 from cuda_agent.bench import MetricsConfig, compute_metrics
 from cuda_agent.bench.offline import find_solutions, run_offline
 from cuda_agent.bench.outcome import TaskOutcome
-from cuda_agent.bench.report import write_report
+from cuda_agent.bench.report_pages import write_report
 from cuda_agent.bench.results import BenchResults, save_results
 from cuda_agent.benchmarks_io import write_result
 from cuda_agent.tasks import load_kernelbench_dir
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "benchmarks" / "solutions"

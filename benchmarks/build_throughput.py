@@ -5,7 +5,7 @@ on the same files, in the same run, with the same number of builds in parallel, 
         [--burst] [--verify] [--arch 90] [--no-prepare] [--keep DIR]
 
 1. prepare: the precompiled headers for the two common flag sets (none, -O3) and the binding objects of 23 common
-   signatures, built once per toolchain (`cuda_agent.build.inline.warm_up`); reported as ``prepare_s``, not counted
+   signatures, built once per toolchain (`cuda_agent.compiler.inline.warm_up`); reported as ``prepare_s``, not counted
    in any solution's time (``--no-prepare``: the first solutions build them on demand).
 2. ours: every solution's load_inline calls (found statically) built with `build_inline`, ``--jobs`` solutions
    at a time (default: one per core, as a build pool runs them), into an empty object cache. ``--burst`` then
@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.benchmarks_io import write_result
-from cuda_agent.build import detect_arch, normalize_arch
-from cuda_agent.build.inline import (
+from cuda_agent.compiler import detect_arch, normalize_arch
+from cuda_agent.compiler.inline import (
     InlineSpec, build_inline, extract_inline_specs, sha256_file, warm_up,
 )
-from cuda_agent.build.inline.torchenv import torch_env
+from cuda_agent.compiler.inline.torchenv import torch_env
 
 HERE = Path(__file__).resolve().parent
 
@@ -60,7 +60,7 @@ import json, runpy, sys
 import torch
 mode, solution, out = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "ours":
-    from cuda_agent.build.inline import PrebuiltResolver, install
+    from cuda_agent.compiler.inline import PrebuiltResolver, install
     manifest = {k: tuple(v) for k, v in json.load(open(sys.argv[4])).items()}
     install(PrebuiltResolver(manifest))
 module = runpy.run_path(solution, run_name="cak_solution")

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.benchmarks_io import write_result
-from cuda_agent.build import build_workspace, detect_arch, nvcc_path
+from cuda_agent.compiler import build_workspace, detect_arch, nvcc_path
 from cuda_agent.tasks import Task
 from cuda_agent.workspace import create_workspace
 
@@ -81,7 +81,7 @@ def timed(fn) -> float:
 def check_on_gpu(library: Path) -> bool:
     import torch
 
-    from cuda_agent.build.runtime import load_library
+    from cuda_agent.compiler.runtime import load_library
 
     if not torch.cuda.is_available():
         return False
@@ -119,7 +119,7 @@ def measure_ours(runs: int, scratch: Path) -> dict[str, float]:
         out = scratch / f"alone-{run}.o"
         src = scratch / f"alone-{run}.cu"
         src.write_text(kernel_source(64 + run))
-        include = Path(__import__("cuda_agent.build.builder", fromlist=["x"]).INFRA_INCLUDE)
+        include = Path(__import__("cuda_agent.compiler.builder", fromlist=["x"]).INFRA_INCLUDE)
         nvcc_alone.append(timed(lambda: subprocess.run(
             [nvcc_path(), "-c", str(src), "-o", str(out), "-O3", "-std=c++17", "-Xcompiler=-fPIC",
              f"-arch=sm_{arch}", f"-I{include}"], check=True, capture_output=True)))

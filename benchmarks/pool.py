@@ -99,7 +99,7 @@ def cpu_mode(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]
 
 def _level1_task(name: str) -> Task:
     from cuda_agent.tasks import load_kernelbench_dir
-    from cuda_agent.testing import kernelbench_root
+    from cuda_agent.locations import kernelbench_root
 
     root = kernelbench_root()
     if root is None:
@@ -113,7 +113,7 @@ def _level1_task(name: str) -> Task:
 def gpu_mode(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:
     from cuda_agent.evaluator import EvalConfig
     from cuda_agent.pool import detect_gpus
-    from cuda_agent.testing import cuda_available
+    from cuda_agent.compiler.toolchain import cuda_available
 
     if not cuda_available():
         raise SystemExit("--gpu needs a CUDA GPU")

@@ -34,7 +34,7 @@ from cuda_agent.tasks import Task
 
 def _batch(solutions: Path, max_tasks: int) -> list[EvalJob]:
     from cuda_agent.tasks import load_kernelbench_dir
-    from cuda_agent.testing import kernelbench_root
+    from cuda_agent.locations import kernelbench_root
 
     root = kernelbench_root()
     if root is None:

@@ -5,7 +5,7 @@ an empty cache (a miss: compile + timing) and read again (a hit); then eager and
 each with the evaluator's timer, and the coefficient of variation of the ten eager/compile speedups is reported.
 The speed-of-light fractions of both baselines are reported too (they must stay at or below 1).
 
-Needs a CUDA GPU and the KernelBench folder (`cuda_agent.testing.kernelbench_root`); about 2 minutes on an H200.
+Needs a CUDA GPU and the KernelBench folder (`cuda_agent.locations.kernelbench_root`); about 2 minutes on an H200.
 Writes benchmarks/results/profile.json.
 
     PYTHONPATH=src python3 benchmarks/profile_repeatability.py [--repeats 10] [--budget-s 110]
@@ -28,7 +28,7 @@ from cuda_agent.evaluator.baselines import (BaselineCache, baseline_key, environ
 from cuda_agent.evaluator.speed_of_light import estimate, fraction_of_floor, gpu_spec
 from cuda_agent.evaluator.timing import time_forward
 from cuda_agent.tasks import exec_module, load_task_file
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 TASKS = (
     ("relu", "19_ReLU.py"),

@@ -10,7 +10,13 @@ OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_AGENT_CACHE="${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}"
-export CUDA_AGENT_KERNELBENCH="${CUDA_AGENT_KERNELBENCH:-$PWD/.carry/kernelbench}"
+# KernelBench: the package reads only $CUDA_AGENT_KERNELBENCH (or its cache), and a value that holds no level1/ is an
+# error, so it is set here only to a copy that exists: carried in .carry/, or a shared/ folder in or beside the checkout.
+if [[ -z "${CUDA_AGENT_KERNELBENCH:-}" ]]; then
+  for kb in "$PWD/.carry/kernelbench" "$PWD/shared/kernelbench" "$PWD/../shared/kernelbench"; do
+    if [[ -d "$kb/level1" ]]; then export CUDA_AGENT_KERNELBENCH="$kb"; break; fi
+  done
+fi
 if ! command -v bwrap >/dev/null && [[ -z "${CUDA_AGENT_BWRAP:-}" ]]; then
   deb=$(ls .carry/bubblewrap_*.deb 2>/dev/null | head -1)
   if [[ -n "$deb" ]]; then

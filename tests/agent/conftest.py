@@ -39,7 +39,7 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory, task: Task, model_new_
     """A build cache holding the example's two kernels, each compiled once by real nvcc."""
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("nvcc is not installed")
-    from cuda_agent.build import build_workspace
+    from cuda_agent.compiler import build_workspace
     from cuda_agent.workspace import create_workspace
 
     cache = tmp_path_factory.mktemp("cache") / "build"  # the layout $CUDA_AGENT_CACHE/build the builder uses

@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from cuda_agent.cli.optimize import register
-from cuda_agent.testing import cuda_available
+from cuda_agent.compiler.toolchain import cuda_available
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_agent.tasks import TaskSet, load_kernelbench_dir
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 SOLVED = ["L1/19_ReLU", "L1/23_Softmax", "L2/12_Gemm_Multiply_LeakyReLU", "L3/1_MLP"]
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cuda_agent.bench.results import load_results
 from cuda_agent.cli.main import app
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "benchmarks" / "solutions"
 pytest.importorskip("matplotlib")

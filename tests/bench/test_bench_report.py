@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.bench.outcome import TaskOutcome
-from cuda_agent.bench.report import write_report
+from cuda_agent.bench.report_pages import write_report
 from cuda_agent.bench.results import BenchResults, load_results, save_results
 
 pytest.importorskip("matplotlib")

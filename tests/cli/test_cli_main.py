@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import cuda_agent
 from cuda_agent.cli.main import app
-from cuda_agent.testing import RELU_TASK
+from helpers import RELU_TASK
 
 
 def test_version_matches_the_installed_package() -> None:

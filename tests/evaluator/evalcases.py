@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.tasks import Task, load_task_file
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 CASES = Path(__file__).parent / "cases"
 _HEADER = re.compile(r"(\w+): (\S+)")

@@ -33,7 +33,7 @@ def test_adversarial_gpu_case_is_rejected(case: AdversarialCase, adversary_worke
                     reason="needs nvcc")
 def test_adversarial_gpu_workspaces_compile(tmp_path: Path) -> None:
     """Every GPU workspace case builds for sm_90 (in the sandbox, as the evaluator builds it)."""
-    from cuda_agent.build import build_workspace
+    from cuda_agent.compiler import build_workspace
     from cuda_agent.sandbox import sandboxed_runner
 
     failures = []

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cuda_agent.cli.eval import register, resolve_task
 from cuda_agent.errors import TaskError
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 from evalcases import CASES
 

@@ -76,7 +76,7 @@ def test_profile_breakdown_shows_the_candidate_and_the_compiled_kernels(warm_wor
                     reason="needs nvcc")
 def test_gpu_case_kernels_compile(tmp_path: Path) -> None:
     """Every GPU case builds with the real toolchain (sm_90), so the GPU run fails only on behaviour."""
-    from cuda_agent.build import build_workspace
+    from cuda_agent.compiler import build_workspace
 
     failures = []
     for case in CASES:

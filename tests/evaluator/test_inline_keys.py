@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.utils.cpp_extension as cpp_extension  # noqa: E402
 
-from cuda_agent.build.inline import extract_inline_specs  # noqa: E402
+from cuda_agent.compiler.inline import extract_inline_specs  # noqa: E402
 from cuda_agent.evaluator.judge.prepare import inline_call_key  # noqa: E402
 from cuda_agent.evaluator.runner.inline import _binder, spec_key  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Unit tests of the judge/candidate split's parts: shared memory, the wire, buffers with canaries, the timing
+"""Unit tests of the judge/candidate split's parts: shared memory, the channel, buffers with canaries, the timing
 cross-check, the kernel audit, perturbed construction, value encoding and the one-process filter."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cuda_agent.evaluator.judge import kernels, measure
 from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
 from cuda_agent.evaluator.judge.session import Sample
 from cuda_agent.evaluator.judge.values import encode
-from cuda_agent.evaluator.runner import wire
+from cuda_agent.evaluator.runner import channel
 from cuda_agent.evaluator.runner.perturb import perturbed_init
 from cuda_agent.evaluator.runner.serve import decode_value
 from cuda_agent.evaluator.runner.shm import SharedMemoryError, SharedRegion
@@ -40,20 +40,20 @@ def test_shared_region_crosses_as_a_descriptor_and_bounds_views() -> None:
     region.close()
 
 
-def test_wire_carries_messages_and_descriptors() -> None:
+def test_channel_carries_messages_and_descriptors() -> None:
     left, right = socket.socketpair()
     r, w = os.pipe()
     try:
-        wire.send(left, {"op": "x", "n": float("inf"), "text": "é" * 10}, fds=[r])
-        message, fds = wire.receive(right)
+        channel.send(left, {"op": "x", "n": float("inf"), "text": "é" * 10}, fds=[r])
+        message, fds = channel.receive(right)
         assert message["op"] == "x" and message["n"] == float("inf") and len(fds) == 1
         os.write(w, b"z")
         assert os.read(fds[0], 1) == b"z"
         os.close(fds[0])
         left.sendall(b"\x05\x00\x00\x00[1,2")  # not an object, then cut short
         left.close()
-        with pytest.raises(wire.WireError):
-            wire.receive(right)
+        with pytest.raises(channel.WireError):
+            channel.receive(right)
     finally:
         right.close()
         os.close(r)

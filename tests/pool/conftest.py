@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import pytest
-from pool_helpers import TASK_CODE
+from helpers import RELU_TASK
 
 from cuda_agent.tasks import Task
 
 
 @pytest.fixture(scope="session")
 def task() -> Task:
-    return Task(id="test/relu", code=TASK_CODE, name="relu")
+    return Task(id="test/relu", code=RELU_TASK, name="relu")

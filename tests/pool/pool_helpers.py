@@ -9,20 +9,6 @@ from typing import Any
 from cuda_agent.pool import EvalJob
 from cuda_agent.tasks import Task
 
-TASK_CODE = """import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-def get_inputs():
-    return [torch.randn(16)]
-
-def get_init_inputs():
-    return []
-"""
-
 
 def standin_job(task: Task, *, seconds: float | None = None, fault: str | None = None, tag: str = "",
                 **kwargs: Any) -> EvalJob:

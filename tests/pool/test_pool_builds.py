@@ -35,7 +35,7 @@ def _workspace(task: Task, root: Path, scale: str) -> Path:
 
 
 def test_bounded_builds_share_one_cache(task: Task, tmp_path: Path) -> None:
-    from cuda_agent.build import build_workspace
+    from cuda_agent.compiler import build_workspace
 
     active, peak, lock = [0], [0], threading.Lock()
 

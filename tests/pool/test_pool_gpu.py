@@ -6,7 +6,7 @@ import pytest
 
 from cuda_agent.pool import EvalJob, LocalPool, RealEvaluator, detect_gpus
 from cuda_agent.tasks import Task
-from cuda_agent.testing import RELU_KERNEL
+from helpers import RELU_KERNEL
 
 pytestmark = pytest.mark.gpu
 

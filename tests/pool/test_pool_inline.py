@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from cuda_agent.build.inline import InlineExtractionError, InlineSpec
+from cuda_agent.compiler.inline import InlineExtractionError, InlineSpec
 from cuda_agent.errors import PoolError
 from cuda_agent.pool import BuildPool
 
-SOLUTION = Path(__file__).resolve().parents[1] / "build" / "inline_cases" / "cpu_branch_split.py"
+SOLUTION = Path(__file__).resolve().parents[1] / "compiler" / "inline_cases" / "cpu_branch_split.py"
 
 
 def test_pool_builds_every_call_of_a_solution(tmp_path):

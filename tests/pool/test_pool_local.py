@@ -155,7 +155,7 @@ def test_a_full_queue_refuses_more_jobs(task: Task) -> None:
 
 def test_a_job_the_worker_cannot_run_ends_with_a_reason(task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
     """Any exception while running a job (not just a dying worker) resolves it and replaces the worker."""
-    from cuda_agent.pool.worker import WorkerProcess
+    from cuda_agent.pool.worker_process import WorkerProcess
 
     original, calls = WorkerProcess.run, []
 

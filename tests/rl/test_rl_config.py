@@ -6,7 +6,7 @@ import yaml
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.config import PAPER, load_stage_config, parse_override
 from cuda_agent.rl.stages import run_stage
-from cuda_agent.rl.testing_paths import config_path
+from cuda_agent.locations import rl_config_path as config_path
 
 
 def test_committed_configs_hold_the_paper_defaults():

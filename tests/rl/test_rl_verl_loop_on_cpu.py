@@ -106,7 +106,7 @@ def test_generated_configs_compose_with_verl(stage, tmp_path):
     from hydra import compose, initialize_config_dir
 
     from cuda_agent.rl.config import load_stage_config
-    from cuda_agent.rl.testing_paths import config_path
+    from cuda_agent.locations import rl_config_path as config_path
     from cuda_agent.rl import verl_config
 
     cfg = load_stage_config(config_path(stage), ["actor_lr=1e-6", "verl.trainer.seed_marker=7"])

@@ -22,7 +22,7 @@ from cuda_agent.rl.ppo_small import (
     value_loss,
 )
 from cuda_agent.rl.small import HFGenerator, run_small_stage
-from cuda_agent.rl.testing_paths import config_path
+from cuda_agent.locations import rl_config_path as config_path
 from cuda_agent.rl.warmup_ppo import prompt_ids, run_warmup_ppo_stage, warmup_step
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import Broker, BrokerReply, Sandbox, sandboxed_runner
-from cuda_agent.testing import RELU_KERNEL, kernelbench_root
+from cuda_agent.locations import kernelbench_root
+from helpers import RELU_KERNEL
 
 RELU = RELU_KERNEL
 
@@ -20,7 +21,7 @@ def test_agent_commands_build_through_the_broker(tmp_path: Path, bwrap_ready: No
     root = kernelbench_root()
     if root is None:
         pytest.skip("KernelBench data not found (set CUDA_AGENT_KERNELBENCH)")
-    from cuda_agent.build import build_workspace
+    from cuda_agent.compiler import build_workspace
     from cuda_agent.tasks import load_tasks
     from cuda_agent.workspace import create_workspace
 

@@ -44,7 +44,7 @@ def test_runner_confines_commands(workspace: Path, sibling: Path, tmp_path: Path
 @needs_nvcc
 @pytest.mark.slow
 def test_build_with_sandboxed_nvcc(workspace: Path, sibling: Path, tmp_path: Path) -> None:
-    from cuda_agent.build import build_workspace
+    from cuda_agent.compiler import build_workspace
 
     cache = tmp_path / "cache"
     run = sandboxed_runner(workspace, extra_rw=[cache])

@@ -7,7 +7,7 @@ import pytest
 
 from cuda_agent.synth.compose import RuleComposer
 from cuda_agent.synth.decontam import SimilarityIndex, kernelbench_index, model_signature, similarity
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 
 @pytest.fixture(scope="module")

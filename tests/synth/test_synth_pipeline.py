@@ -19,7 +19,7 @@ from cuda_agent.synth import (
 from cuda_agent.synth.llm import build_prompt, extract_code
 from cuda_agent.synth.pipeline import state_path
 from cuda_agent.tasks import load_parquet
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 CPU = FilterConfig(min_ms=0.0, max_ms=5_000.0, check_compile=False)
 
@@ -131,7 +131,7 @@ def test_llm_composer_prompts_with_the_chosen_operators(small_catalog, tmp_path:
 
 @pytest.mark.slow
 def test_worker_pool_caps_a_hanging_candidate_and_goes_on(make_task) -> None:
-    from cuda_agent.synth.workers import WorkerPool
+    from cuda_agent.synth.filter_workers import WorkerPool
 
     hang = make_task("        time.sleep(600)\n        return x", extra="import time")
     good = make_task("        return torch.tanh(x) + 1.0")

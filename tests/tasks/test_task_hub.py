@@ -20,7 +20,7 @@ from cuda_agent.tasks.hub import (
     write_kernelbench,
     write_parquet,
 )
-from cuda_agent.testing import RELU_TASK
+from helpers import RELU_TASK
 
 
 KERNELBENCH_SPLITS = {

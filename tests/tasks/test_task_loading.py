@@ -7,7 +7,7 @@ import pytest
 
 from cuda_agent.errors import TaskError
 from cuda_agent.tasks import load_kernelbench_dir, load_parquet, load_task_file, load_tasks, resolve_task
-from cuda_agent.testing import kernelbench_root
+from cuda_agent.locations import kernelbench_root
 
 GOOD = '''
 import torch

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cuda_agent.cli.main import app
 from cuda_agent.tasks import load_task_file
-from cuda_agent.testing import RELU_TASK
+from helpers import RELU_TASK
 
 
 # nn.TransformerEncoder warns (a UserWarning from PyTorch) on every build when batch_first is off

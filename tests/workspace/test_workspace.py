@@ -33,7 +33,7 @@ def test_layout(workspace: Workspace):
     assert (root / "model.py").read_text() == CODE
     assert "class ModelNew" in (root / "model_new.py").read_text()
     assert (root / "kernels").is_dir()
-    assert "from cuda_agent.build.runtime import load_ops" in (root / "binding.py").read_text()
+    assert "from cuda_agent.compiler.runtime import load_ops" in (root / "binding.py").read_text()
     assert "CA_EXPORT" in (root / "include" / "cuda_agent.h").read_text()
     assert (root / "SKILL.md").read_text() == skill_text()
     reopened = Workspace.open(root)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cuda_agent.cli.main import app
-from cuda_agent.testing import RELU_TASK
+from helpers import RELU_TASK
 
 
 def _new(task: Path, folder: Path, *flags: str):

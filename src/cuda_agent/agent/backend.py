@@ -204,7 +204,7 @@ class EvalBackend(Protocol):
 
 
 def gpu_available() -> bool:
-    from cuda_agent.testing import cuda_available
+    from cuda_agent.compiler.toolchain import cuda_available
 
     return cuda_available()
 
@@ -219,7 +219,7 @@ def resolve_verify_mode(mode: str) -> Literal["gpu", "skip"]:
 
 
 class LocalBackend:
-    """Build with `cuda_agent.build.build_workspace`, evaluate with `cuda_agent.evaluator.evaluate`, on this machine.
+    """Build with `cuda_agent.compiler.build_workspace`, evaluate with `cuda_agent.evaluator.evaluate`, on this machine.
 
     ``verify``: ``gpu`` evaluates on CUDA; ``skip`` reports "no GPU: verification skipped"; ``auto`` chooses.
     ``eval_config``: an `EvalConfig` for the evaluator (its defaults when None); the backend's build cache and
@@ -247,7 +247,7 @@ class LocalBackend:
         self._worker: Any | None = None
 
     def build(self, workspace: Path) -> BuildSummary:
-        from cuda_agent.build.confined import build_confined
+        from cuda_agent.compiler.confined import build_confined
 
         result = build_confined(workspace, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
         return BuildSummary.from_result(result)

@@ -21,11 +21,15 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional[int]) -> Any:
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.locations import kernelbench_root
     from cuda_agent.tasks import load_tasks
-    from cuda_agent.testing import kernelbench_root
 
     if spec == "kernelbench":
-        root = kernelbench_root()
+        try:
+            root = kernelbench_root()
+        except ConfigError as exc:
+            raise _fail(str(exc))
         if root is None:
             raise _fail("no KernelBench folder found; pass --tasks PATH, set CUDA_AGENT_KERNELBENCH, or download it "
                         "with: cuda-agent data fetch kernelbench")
@@ -119,7 +123,7 @@ def register(app: typer.Typer) -> None:
         """Run a policy over a task set (resumable: finished tasks in --out are skipped)."""
         from cuda_agent.agent import AgentConfig, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
         from cuda_agent.bench import MetricsConfig
-        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.runner import BenchRun, RunConfig, agent_episode
 
         task_set = _tasks(tasks, levels, ids, limit)
@@ -178,7 +182,7 @@ def register(app: typer.Typer) -> None:
         """Evaluate a folder of existing solutions with the same evaluator and metrics as agent runs."""
         from cuda_agent.bench import MetricsConfig
         from cuda_agent.bench.offline import find_solutions, run_offline
-        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.results import save_results
 
         task_set = _tasks(tasks, levels, ids, None)
@@ -267,7 +271,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write report.md, report.html and metrics.json from stored results (no GPU needed)."""
         from cuda_agent.bench import MetricsConfig
-        from cuda_agent.bench.report import write_report
+        from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.results import load_results
 
         try:

@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
         from cuda_agent.agent.backend import LocalBackend, resolve_verify_mode
         from cuda_agent.agent.examples import example_script_path
         from cuda_agent.agent.loop import Agent
-        from cuda_agent.agent.report import write_outputs
+        from cuda_agent.agent.episode_outputs import write_outputs
 
         # ---- fast preconditions: report everything that is missing at once ----
         problems: list[str] = []
@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
         if policy not in ("openai", "scripted"):
             raise _fail(f"--policy must be openai or scripted, got {policy!r}")
         try:
-            from cuda_agent.build import nvcc_path
+            from cuda_agent.compiler import nvcc_path
 
             nvcc_path()
         except CudaAgentError as exc:

@@ -15,7 +15,8 @@ def register(app: typer.Typer) -> None:
         stage: str = typer.Argument(..., help=STAGE_HELP),
         overrides: Optional[List[str]] = typer.Argument(None, help="key=value overrides, e.g. actor_lr=1e-6 "
                                                         "cluster.gpus_per_node=4 verl.trainer.save_freq=5"),
-        config: Optional[Path] = typer.Option(None, "--config", "-c", help="stage YAML (default configs/rl/<stage>.yaml)"),
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="stage YAML (default "
+                                              "$CUDA_AGENT_RL_CONFIGS/<stage>.yaml, else configs/rl/<stage>.yaml)"),
         dry_run: bool = typer.Option(False, "--dry-run", help="write the data and the engine config, print the "
                                      "launch command, do not launch"),
     ) -> None:
@@ -34,9 +35,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         try:
             if config is None:
-                from cuda_agent.rl.testing_paths import config_path
+                from cuda_agent.locations import rl_config_path
 
-                config = config_path(stage)
+                config = rl_config_path(stage)
             cfg = load_stage_config(config, overrides or [], stage=stage)
             console.print(f"[bold]{stage}[/] with engine [bold]{cfg.engine}[/] from {config}")
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console,

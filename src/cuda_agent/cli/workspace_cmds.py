@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Compile kernels/ (only what changed); print the first compiler error first."""
-        from cuda_agent.build.confined import build_confined
+        from cuda_agent.compiler.confined import build_confined
 
         try:
             result = build_confined(folder, arch=arch)

@@ -87,7 +87,7 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
         start = time.perf_counter()
         with open(log_path, "wb") as log_fh:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.evaluator.worker", "--job", job_path, "--result", result_path],
+                [sys.executable, "-m", "cuda_agent.evaluator.judge_process", "--job", job_path, "--result", result_path],
                 stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_child_env(env),
                 start_new_session=True,
             )
@@ -140,7 +140,7 @@ class WarmWorker:
         if self.alive:
             return
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.evaluator.worker", "--serve", self.socket_path],
+            [sys.executable, "-m", "cuda_agent.evaluator.judge_process", "--serve", self.socket_path],
             stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "server.log"), "wb"),
             stdin=subprocess.DEVNULL, start_new_session=True,
             # torch.cuda.is_available() through NVML, not cuInit: a driver initialised before fork is unusable

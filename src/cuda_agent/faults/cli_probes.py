@@ -177,7 +177,7 @@ def bench_sigterm(workdir: Path, ledger: Ledger) -> str:
         (solution / "kernels" / "standin.json").write_text('{"seconds": 120}')
     ran = run_cli(["bench", "offline", "--solutions", str(workdir / "solutions"), "--tasks", str(workdir / "tasks"),
                    "--standin", "--store", f"sqlite:///{workdir / 'store.db'}", "--out", str(workdir / "out")],
-                  timeout_s=300, signal_after_s=3, after_process="cuda_agent.pool._worker")
+                  timeout_s=300, signal_after_s=3, after_process="cuda_agent.pool.worker_main")
     expect(ran.returncode == 128 + signal.SIGTERM, f"exit {ran.returncode}: {ran.output[-400:]}")
     expect(not ran.left, f"processes left after SIGTERM: {ran.left}")
     return f"SIGTERM during an offline bench: exit {ran.returncode}, no pool worker left"

@@ -23,7 +23,7 @@ from cuda_agent.errors import PoolError
 from cuda_agent.procs import descendants
 
 HOST = "127.0.0.1"
-WORKER_MODULE = "cuda_agent.pool._worker"
+WORKER_MODULE = "cuda_agent.pool.worker_main"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from cuda_agent.pool.evaluators import Evaluator
 from cuda_agent.pool.job import MAX_JOB_TIMEOUT_S, EvalJob, positive_seconds
-from cuda_agent.pool.worker import WorkerFailure, WorkerReply
+from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
 from cuda_agent.store.keys import cache_key, library_versions
 
 log = logging.getLogger(__name__)

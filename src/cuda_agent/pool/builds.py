@@ -3,7 +3,7 @@
 Builds are nvcc subprocesses, so threads suffice; the bound keeps a burst of agents from starting hundreds of
 compilers on one machine, and the shared cache means a kernel file compiled by one episode is reused by the next.
 The same workers build KernelBench single-file solutions (`submit_inline`, `submit_solution`) with
-`cuda_agent.build.inline.build_inline`, so those builds overlap GPU evaluation too.
+`cuda_agent.compiler.inline.build_inline`, so those builds overlap GPU evaluation too.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class BuildPool:
-    """Run `cuda_agent.build.build_workspace` on at most ``max_workers`` workspaces at once.
+    """Run `cuda_agent.compiler.build_workspace` on at most ``max_workers`` workspaces at once.
 
     Attributes:
         max_workers: concurrent builds (default: CPU count // 2, at least 1).
@@ -28,7 +28,7 @@ class BuildPool:
         arch: compute capability to build for (None: detect).
         jobs: compiler processes per build (default: CPU count // max_workers, at least 1).
         builder: the build function (default `build_workspace`), for a pool that builds elsewhere.
-        inline_builder: the single-file build function (default `cuda_agent.build.inline.build_inline`).
+        inline_builder: the single-file build function (default `cuda_agent.compiler.inline.build_inline`).
         inline_options: more keyword arguments for it (``runner``, ``work_dir``, ``strategies``...).
     """
 
@@ -50,7 +50,7 @@ class BuildPool:
     def _build(self, root: Path) -> Any:
         builder = self._builder
         if builder is None:
-            from cuda_agent.build.confined import build_confined
+            from cuda_agent.compiler.confined import build_confined
 
             builder = build_confined
         return builder(root, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
@@ -66,7 +66,7 @@ class BuildPool:
     def _build_inline(self, spec: Any) -> Any:
         builder = self._inline_builder
         if builder is None:
-            from cuda_agent.build.inline import build_inline
+            from cuda_agent.compiler.inline import build_inline
 
             builder = build_inline
         options = {"arch": self.arch, "jobs": self.jobs, **self.inline_options}
@@ -83,9 +83,9 @@ class BuildPool:
 
     def submit_solution(self, source: str, *, origin: str = "<solution>") -> "list[Future[Any]]":
         """Queue builds of every load_inline call a single-file solution makes, found statically. Raises
-        `cuda_agent.build.inline.InlineExtractionError` when a call is not static: run the recorder (in the
+        `cuda_agent.compiler.inline.InlineExtractionError` when a call is not static: run the recorder (in the
         sandbox) and pass its specs to `submit_inline` instead."""
-        from cuda_agent.build.inline import extract_inline_specs
+        from cuda_agent.compiler.inline import extract_inline_specs
 
         return [self.submit_inline(spec) for spec in extract_inline_specs(source, origin=origin)]
 

@@ -105,7 +105,7 @@ class PoolClient:
         return self._builds.submit(self._build, body)
 
     def _build(self, body: dict[str, Any]) -> Any:
-        from cuda_agent.build import BuildResult
+        from cuda_agent.compiler import BuildResult
 
         data = self._request("POST", "/v1/builds", body, timeout_s=max(self.timeout_s, 600.0))
         return BuildResult.from_dict(data, local=False)

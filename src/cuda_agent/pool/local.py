@@ -21,7 +21,7 @@ from cuda_agent.errors import PoolError
 from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.builds import BuildPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator, query_gpu_names
-from cuda_agent.pool.worker import WorkerFailure, WorkerProcess, WorkerReply
+from cuda_agent.pool.worker_process import WorkerFailure, WorkerProcess, WorkerReply
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
-from cuda_agent.pool.worker import WorkerFailure, WorkerReply
+from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class GpuActorBody:
     def __init__(self, evaluator_blob: str, health_check_on_replace: bool) -> None:
         import os
 
-        from cuda_agent.pool.worker import WorkerProcess
+        from cuda_agent.pool.worker_process import WorkerProcess
 
         self._evaluator = pickle.loads(base64.b64decode(evaluator_blob))
         self._health = health_check_on_replace
@@ -93,7 +93,7 @@ def _remote_build(task: dict[str, Any], solution: dict[str, Any], cache_dir: str
     import shutil
     import tempfile
 
-    from cuda_agent.build.confined import build_confined
+    from cuda_agent.compiler.confined import build_confined
     from cuda_agent.tasks.task import Task
 
     scratch = Path(tempfile.mkdtemp(prefix="cuda-agent-build-"))
@@ -278,7 +278,7 @@ class RayPool(QueuedPool):
         result: Future[Any] = Future()
 
         def convert(raw: Future[Any]) -> None:
-            from cuda_agent.build import BuildResult
+            from cuda_agent.compiler import BuildResult
 
             try:
                 data = raw.result()

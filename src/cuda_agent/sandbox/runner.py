@@ -44,7 +44,7 @@ def _host_paths(argv: Sequence[str]) -> list[str]:
 def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = (),
                      extra_ro: Sequence[str | Path] = (), protected: Sequence[str] | None = None,
                      limits: SandboxLimits | None = None, readonly_workspace: bool = False) -> Runner:
-    """A ``runner(argv, cwd, timeout) -> CompletedProcess`` for `cuda_agent.build.build_workspace`.
+    """A ``runner(argv, cwd, timeout) -> CompletedProcess`` for `cuda_agent.compiler.build_workspace`.
 
     Args:
         workspace: bound read-write at its own path, with the protected files read-only on top.

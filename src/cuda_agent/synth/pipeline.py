@@ -56,7 +56,7 @@ class SynthConfig:
     dup_threshold: float = 0.9
     """Reject a candidate at least this similar to an accepted one."""
     kernelbench: str | None = None
-    """KernelBench task folder for decontamination (default: `cuda_agent.testing.kernelbench_root()`)."""
+    """KernelBench task folder for decontamination (default: `cuda_agent.locations.kernelbench_root()`)."""
     filters: FilterConfig = field(default_factory=FilterConfig)
     """Execution filter settings."""
 
@@ -226,7 +226,7 @@ class SynthRun:
         if config.kernelbench is not None:
             kb_root: str | Path | None = config.kernelbench
         else:
-            from cuda_agent.testing import kernelbench_root
+            from cuda_agent.locations import kernelbench_root
 
             kb_root = kernelbench_root()
         self.kb = kernelbench_index(kb_root)
@@ -247,7 +247,7 @@ class SynthRun:
         limit = cfg.max_candidates if cfg.max_candidates is not None else 10 * cfg.n + 20
         pool = None
         if cfg.workers > 0:
-            from cuda_agent.synth.workers import WorkerPool
+            from cuda_agent.synth.filter_workers import WorkerPool
 
             pool = WorkerPool(cfg.workers, cfg.filters, cfg.task_timeout_s)
         in_flight: dict[int, tuple[Composed, str, float]] = {}

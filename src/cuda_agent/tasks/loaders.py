@@ -214,7 +214,7 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
 
 def resolve_task(spec: str) -> Task:
     """One task from what a user types: a task file path, or a KernelBench id (``L1/19_ReLU``, ``level1/19_ReLU``,
-    ``L1/19``) looked up in the KernelBench folder (see `cuda_agent.testing.kernelbench_root`).
+    ``L1/19``) looked up in the KernelBench folder (see `cuda_agent.locations.kernelbench_root`).
 
     Only the syntax is checked here: the task is about to be evaluated, and the evaluator runs it in its own
     isolated process, which reports a task that fails as clearly as a dry run would."""
@@ -224,7 +224,7 @@ def resolve_task(spec: str) -> Task:
     match = re.fullmatch(r"(?:L|level_?)(\d)/(\d+)(?:_.*)?", spec.removesuffix(".py"), re.IGNORECASE)
     if not match:
         raise TaskError(f"{spec}: not a task file, nor a KernelBench id such as L1/19_ReLU")
-    from cuda_agent.testing import kernelbench_root
+    from cuda_agent.locations import kernelbench_root
 
     root = kernelbench_root()
     if root is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import SandboxError
-from cuda_agent.evaluator.runner import wire
+from cuda_agent.evaluator.runner import channel
 from cuda_agent.evaluator.runner.shm import SharedRegion
 from cuda_agent.sandbox.process import ConfinedSpec, exit_code_from, process_tree, spawn_confined
 
@@ -284,15 +284,15 @@ class CandidateProcess:
         try:
             if send:
                 self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                wire.send(self._sock, message, fds)
+                channel.send(self._sock, message, fds)
             self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            reply, extra = wire.receive(self._sock)
+            reply, extra = channel.receive(self._sock)
         except (socket.timeout, TimeoutError) as exc:
             raise CandidateGone("timeout", f"the candidate did not answer within {timeout:.1f} s (a hang or an "
                                            "endless kernel)", self.log_tail()) from exc
-        except wire.WireClosed as exc:
+        except channel.WireClosed as exc:
             raise self._ended(exc) from exc
-        except wire.WireError as exc:
+        except channel.WireError as exc:
             if self._alive():
                 # Rationale: only the runner writes replies; anything else on the channel is the candidate's code
                 # writing to its process's descriptors (a forged reply), and ends the evaluation.

@@ -122,8 +122,8 @@ def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: 
 
 
 def _build(root: Path, config: EvalConfig, sandboxed: bool):  # noqa: ANN202 - BuildResult, imported lazily
-    from cuda_agent.build.builder import default_cache_dir
-    from cuda_agent.build.confined import build_confined
+    from cuda_agent.compiler.builder import default_cache_dir
+    from cuda_agent.compiler.confined import build_confined
 
     cache = Path(config.build_cache_dir) if config.build_cache_dir else default_cache_dir()
     started = time.perf_counter()
@@ -192,8 +192,8 @@ def _build_inline_static(source: str, out: Path, config: EvalConfig, *, sandboxe
     import os
     import tempfile
 
-    from cuda_agent.build.builder import default_cache_dir
-    from cuda_agent.build.inline import InlineExtractionError, InlineSpecError, build_inline, extract_inline_specs
+    from cuda_agent.compiler.builder import default_cache_dir
+    from cuda_agent.compiler.inline import InlineExtractionError, InlineSpecError, build_inline, extract_inline_specs
     from cuda_agent.errors import BuildError
 
     try:

@@ -2,6 +2,6 @@
 
 Standalone on purpose: these modules import only the standard library and torch, never ``cuda_agent``, because the
 sandbox shows the candidate's process this folder (copied, read-only) and nothing of the project's source. The
-trusted side (``cuda_agent.evaluator.judge``) imports ``wire`` and ``shm`` from here too, so both ends speak one
+trusted side (``cuda_agent.evaluator.judge``) imports ``channel`` and ``shm`` from here too, so both ends speak one
 protocol.
 """

@@ -6,7 +6,7 @@ returns an `OpLibrary` whose attributes are those functions. A call converts its
 (``CA_CHECK``, ``ca::fail``, a launch error) into a `KernelCallError`.
 
 Calls go straight to the library through ctypes, not through PyTorch's dispatcher. Standalone (standard library and
-torch only): the sandboxed candidate process loads libraries with it, and `cuda_agent.build.runtime` re-exports it.
+torch only): the sandboxed candidate process loads libraries with it, and `cuda_agent.compiler.runtime` re-exports it.
 """
 from __future__ import annotations
 

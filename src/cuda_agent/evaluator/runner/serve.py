@@ -7,7 +7,7 @@ is only timed; which calls are checked is decided by the judge after they return
 (times, kernel inventories, errors) is the candidate's word: the judge believes the output tensors and what it
 measures itself, and uses the rest as evidence to cross-check.
 
-Protocol (`wire` messages, one request then one reply):
+Protocol (`channel` messages, one request then one reply):
   {"op": "load", ...}     import the solution, construct ModelNew under the judge's seed -> parameter summary
   {"op": "regions", ...}  + descriptors: map shared regions
   {"op": "call", ...}     run forward on views of the regions, copy outputs, synchronise -> times, output metadata
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from . import wire
+from . import channel
 from .perturb import perturbed_init
 from .shm import SharedRegion, dtype_from_name, dtype_name
 
@@ -310,15 +310,15 @@ def serve(sock: socket.socket, device: str = "", tap: bool = False) -> int:
         "call": lambda m, f: server.call(m),
         "inventory": lambda m, f: server.inventory(),
     }
-    wire.send(sock, {"ok": True, "ready": True, "pid": os.getpid()})
+    channel.send(sock, {"ok": True, "ready": True, "pid": os.getpid()})
     while True:
         try:
-            msg, fds = wire.receive(sock)
-        except wire.WireError:
+            msg, fds = channel.receive(sock)
+        except channel.WireError:
             return 0
         op = msg.get("op")
         if op == "stop":
-            wire.send(sock, {"ok": True})
+            channel.send(sock, {"ok": True})
             return 0
         handler = handlers.get(op)  # type: ignore[arg-type]
         try:
@@ -330,7 +330,7 @@ def serve(sock: socket.socket, device: str = "", tap: bool = False) -> int:
         except BaseException as exc:  # noqa: BLE001 - report, keep serving
             failure = _failure(exc, str(op))
             reply = {"ok": False, "stage": failure.stage, "reason": failure.reason, "log": failure.log}
-        wire.send(sock, reply)
+        channel.send(sock, reply)
 
 
 def main(argv: list[str] | None = None) -> int:

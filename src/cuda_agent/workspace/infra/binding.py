@@ -5,6 +5,6 @@
 
 Importing this builds kernels/ if anything changed (1-2 s a file) and loads the library.
 """
-from cuda_agent.build.runtime import load_ops
+from cuda_agent.compiler.runtime import load_ops
 
 ops = load_ops(__file__)

@@ -39,7 +39,7 @@ inline const char* dtype_name(DType d) {
 
 constexpr int kMaxDims = 8;
 
-// A non-owning view of a CUDA tensor that Python passed in. Layout shared with cuda_agent/build/runtime.py.
+// A non-owning view of a CUDA tensor that Python passed in. Layout shared with cuda_agent/compiler/runtime.py.
 struct Tensor {
   void* data;
   int64_t sizes[kMaxDims];

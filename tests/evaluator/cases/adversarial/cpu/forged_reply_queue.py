@@ -20,7 +20,7 @@ def _server():
 
 
 def _queue(out_features: int) -> bool:
-    server, wire = _server(), sys.modules.get("ca_runner.wire")
+    server, wire = _server(), sys.modules.get("ca_runner.channel")
     if server is None or wire is None:
         return False
     wire.send(server.sock, {"ok": True, "parameters": []})

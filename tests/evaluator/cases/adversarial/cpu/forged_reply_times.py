@@ -1,13 +1,13 @@
 # task: matmul  mode: relaxed  expect: unrewarded  native: no
 # route: timing
-# Cheat: rewrites the runner's replies on their way out (ca_runner.wire.send) so that every call reports a
+# Cheat: rewrites the runner's replies on their way out (ca_runner.channel.send) so that every call reports a
 # hundredth of a millisecond. The judge believes the output buffers and its own clock, not the reply's numbers.
 import sys
 
 import torch
 import torch.nn as nn
 
-_wire = sys.modules.get("ca_runner.wire")
+_wire = sys.modules.get("ca_runner.channel")
 if _wire is not None:
     _send = _wire.send
 

@@ -3,7 +3,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_wire = sys.modules.get("ca_runner.wire")
+_wire = sys.modules.get("ca_runner.channel")
 if _wire is not None:
     _send = _wire.send
 

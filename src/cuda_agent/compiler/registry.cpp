@@ -1,5 +1,5 @@
 // The op table every workspace library carries: kernel files add entries through CA_EXPORT at load time, and
-// cuda_agent/build/runtime.py reads them back through the three C functions below.
+// cuda_agent/compiler/runtime.py reads them back through the three C functions below.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -150,7 +150,7 @@ def serve(socket_path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cuda_agent.evaluator.worker")
+    parser = argparse.ArgumentParser(prog="python -m cuda_agent.evaluator.judge_process")
     parser.add_argument("--job")
     parser.add_argument("--result")
     parser.add_argument("--serve")

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_agent.build.inline.blobs import BlobCache, sha256_file
-from cuda_agent.build.inline.builder import (
+from cuda_agent.compiler.inline.blobs import BlobCache, sha256_file
+from cuda_agent.compiler.inline.builder import (
     STRATEGIES, InlineBuildResult, build_inline, default_inline_cache, warm_up,
 )
-from cuda_agent.build.inline.flags import InlineFlagError
-from cuda_agent.build.inline.loader import (
+from cuda_agent.compiler.inline.flags import InlineFlagError
+from cuda_agent.compiler.inline.loader import (
     InlineResolver, LocalBuildResolver, PrebuiltResolver, call_to_spec, import_inline_module, install,
     make_load_inline,
 )
-from cuda_agent.build.inline.record import RecordingStopped, read_recording
-from cuda_agent.build.inline.spec import InlineExtractionError, InlineSpec, InlineSpecError, extract_inline_specs
+from cuda_agent.compiler.inline.record import RecordingStopped, read_recording
+from cuda_agent.compiler.inline.spec import InlineExtractionError, InlineSpec, InlineSpecError, extract_inline_specs
 
 _resolver: InlineResolver = LocalBuildResolver()
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.build.inline import PrebuiltResolver, call_to_spec, make_load_inline, sha256_file
-from cuda_agent.build.inline.blobs import BlobCache
+from cuda_agent.compiler.inline import PrebuiltResolver, call_to_spec, make_load_inline, sha256_file
+from cuda_agent.compiler.inline.blobs import BlobCache
 from cuda_agent.errors import BuildError
 
 

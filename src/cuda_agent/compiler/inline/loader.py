@@ -16,8 +16,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from cuda_agent.build.inline.blobs import sha256_file
-from cuda_agent.build.inline.spec import InlineSpec
+from cuda_agent.compiler.inline.blobs import sha256_file
+from cuda_agent.compiler.inline.spec import InlineSpec
 from cuda_agent.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class LocalBuildResolver:
         self.results: list[Any] = []
 
     def __call__(self, spec: InlineSpec) -> Path:
-        from cuda_agent.build.inline.builder import build_inline
+        from cuda_agent.compiler.inline.builder import build_inline
 
         result = build_inline(spec, **self.build_kwargs)
         self.results.append(result)

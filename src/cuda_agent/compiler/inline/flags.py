@@ -74,7 +74,7 @@ def split_flags(flags: Iterable[str], what: str) -> list[str]:
 def allowed_roots() -> tuple[str, ...]:
     """Folders a solution may name in -I/-L/-rpath: the toolkit, the Python installation (torch and the NVIDIA
     wheels live there) and the system include/lib folders; all read-only toolchain, none of them secrets."""
-    from cuda_agent.build.toolchain import cuda_home
+    from cuda_agent.compiler.toolchain import cuda_home
 
     roots = {sys.prefix, sys.base_prefix, "/usr/include", "/usr/lib", "/usr/lib64", "/usr/local/include"}
     try:

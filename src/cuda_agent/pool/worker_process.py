@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from cuda_agent import procs
 from cuda_agent.errors import PoolError
-from cuda_agent.pool._worker import EVALUATOR_ENV, HEALTH_ENV
+from cuda_agent.pool.worker_main import EVALUATOR_ENV, HEALTH_ENV
 from cuda_agent.pool.job import EvalJob
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class WorkerProcess:
         stderr = open(name, "ab")
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.pool._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, "-m", "cuda_agent.pool.worker_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=stderr, env=env, start_new_session=True, bufsize=0,
             )
         finally:

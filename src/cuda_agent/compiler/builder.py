@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cuda_agent.build import diagnostics
-from cuda_agent.build.toolchain import (
+from cuda_agent.compiler import diagnostics
+from cuda_agent.compiler.toolchain import (
     cublas_flags,
     cuda_home,
     cudnn_paths,

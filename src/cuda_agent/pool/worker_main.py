@@ -1,4 +1,4 @@
-"""The GPU worker process: ``python -m cuda_agent.pool._worker``, pinned to one GPU by its environment.
+"""The GPU worker process: ``python -m cuda_agent.pool.worker_main``, pinned to one GPU by its environment.
 
 Protocol (JSON lines): it prints ``{"op": "ready", ...}`` once, then for each ``{"op": "eval", "job": {...}}`` on
 stdin prints one ``{"op": "result", ...}``; ``{"op": "stop"}`` or end of input ends it. Its real stdout is kept

@@ -70,6 +70,16 @@ def detect_arch() -> str:
     return DEFAULT_ARCH
 
 
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU here (False without torch): whether kernels can be run, verified and timed on
+    this machine, as opposed to only built. torch is imported on the call, so importing this module stays cheap."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def gencode_flags(arch: str) -> list[str]:
     arch = normalize_arch(arch)
     return [f"-gencode=arch=compute_{arch},code=[sm_{arch},compute_{arch}]"]

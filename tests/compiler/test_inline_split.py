@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.build.inline.binding import BindingError, main_cpp, plan_binding
-from cuda_agent.build.inline.cxxlex import LexError, split_items, text_of, tokenize
-from cuda_agent.build.inline.spec import InlineSpec
-from cuda_agent.build.inline.split import SplitError, plan_split
+from cuda_agent.compiler.inline.binding import BindingError, main_cpp, plan_binding
+from cuda_agent.compiler.inline.cxxlex import LexError, split_items, text_of, tokenize
+from cuda_agent.compiler.inline.spec import InlineSpec
+from cuda_agent.compiler.inline.split import SplitError, plan_split
 
 SOURCE = r'''
 #include <torch/extension.h>

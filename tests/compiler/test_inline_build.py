@@ -17,10 +17,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from cuda_agent.build.inline import (
+from cuda_agent.compiler.inline import (
     PrebuiltResolver, build_inline, extract_inline_specs, sha256_file,
 )
-from cuda_agent.build.builder import run_local
+from cuda_agent.compiler.builder import run_local
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")]
 
@@ -31,7 +31,7 @@ PROBE = r"""
 import json, os, runpy, sys
 case, out = sys.argv[1], sys.argv[2]
 if len(sys.argv) > 3:
-    from cuda_agent.build.inline import PrebuiltResolver, install
+    from cuda_agent.compiler.inline import PrebuiltResolver, install
     install(PrebuiltResolver({k: tuple(v) for k, v in json.load(open(sys.argv[3])).items()}))
 ns = runpy.run_path(case, run_name="cak_case")
 ext = ns["ext"]
@@ -46,8 +46,8 @@ json.dump(result, open(out, "w"))
 def cuda_env() -> Iterator[dict[str, str]]:
     """torch finds the toolkit from CUDA_HOME (or guesses from nvcc's folder, which a wrapper script defeats);
     point both builders at nvcc's own toolkit."""
-    from cuda_agent.build.inline.torchenv import toolkit_root
-    from cuda_agent.build.toolchain import nvcc_path
+    from cuda_agent.compiler.inline.torchenv import toolkit_root
+    from cuda_agent.compiler.toolchain import nvcc_path
 
     old = os.environ.get("CUDA_HOME")
     os.environ["CUDA_HOME"] = old or str(toolkit_root(nvcc_path()))

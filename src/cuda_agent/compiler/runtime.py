@@ -49,7 +49,7 @@ def load_ops(binding_file: str | Path) -> OpLibrary:
     active = active_library()
     if active is not None:
         return load_library(active)
-    from cuda_agent.build.builder import build_workspace
+    from cuda_agent.compiler.builder import build_workspace
 
     result = build_workspace(Path(binding_file).resolve().parent)
     result.raise_for_errors()

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from cuda_agent.build.builder import Runner
-from cuda_agent.build.inline import binding as bind
-from cuda_agent.build.inline.blobs import BlobCache
-from cuda_agent.build.inline.cxxlex import LexError
-from cuda_agent.build.inline.flags import (
+from cuda_agent.compiler.builder import Runner
+from cuda_agent.compiler.inline import binding as bind
+from cuda_agent.compiler.inline.blobs import BlobCache
+from cuda_agent.compiler.inline.cxxlex import LexError
+from cuda_agent.compiler.inline.flags import (
     check_cxx_flags, check_include_paths, check_ldflags, check_nvcc_flags, host_flags_from_nvcc, is_neutral,
 )
-from cuda_agent.build.inline.spec import InlineSpec
-from cuda_agent.build.inline.split import EXTENSION_INCLUDE, FRONTEND, SplitError, SplitPlan, names_python
-from cuda_agent.build.inline.torchenv import TorchEnv
+from cuda_agent.compiler.inline.spec import InlineSpec
+from cuda_agent.compiler.inline.split import EXTENSION_INCLUDE, FRONTEND, SplitError, SplitPlan, names_python
+from cuda_agent.compiler.inline.torchenv import TorchEnv
 from cuda_agent.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ def split_objects(ctx: Context, flags: Flags, plan: SplitPlan) -> list[Path] | N
 
 
 def light_ok(spec: InlineSpec) -> bool:
-    from cuda_agent.build.inline.cxxlex import tokenize
+    from cuda_agent.compiler.inline.cxxlex import tokenize
 
     text = "\n".join(spec.cuda_sources)
     if not EXTENSION_INCLUDE.search(text) or FRONTEND.search(text):

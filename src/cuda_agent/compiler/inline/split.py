@@ -22,11 +22,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from cuda_agent.build.inline.cudasrc import (
+from cuda_agent.compiler.inline.cudasrc import (
     DEVICE_KW, EXTENSION_INCLUDE, PREFIX, TORCH_INCLUDE, Kernel, SplitError, declared_name, find_launches,
     function_paren, ids, names_python, names_torch, read_kernel, skip_template_head, type_name,
 )
-from cuda_agent.build.inline.cxxlex import Item, Tok, significant, split_items, text_of, tokenize
+from cuda_agent.compiler.inline.cxxlex import Item, Tok, significant, split_items, text_of, tokenize
 
 __all__ = ["SplitError", "SplitPlan", "plan_split", "names_python", "EXTENSION_INCLUDE", "FRONTEND"]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.build.inline import InlineExtractionError, InlineSpec, InlineSpecError, extract_inline_specs
-from cuda_agent.build.inline.loader import call_to_spec
-from cuda_agent.build.inline.record import read_recording
+from cuda_agent.compiler.inline import InlineExtractionError, InlineSpec, InlineSpecError, extract_inline_specs
+from cuda_agent.compiler.inline.loader import call_to_spec
+from cuda_agent.compiler.inline.record import read_recording
 from cuda_agent.errors import BuildError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_the_recorder_captures_dynamic_calls_and_stops_where_the_extension_is_ne
         "try:\n    ext.f0()\nexcept Exception:\n    pass\n"
         "third = load_inline(name='never', cpp_sources='')\n")
     out = tmp_path / "rec.json"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.build.inline.record", str(solution), str(out)],
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent.compiler.inline.record", str(solution), str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())

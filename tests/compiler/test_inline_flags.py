@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from cuda_agent.build.inline import InlineSpec, build_inline
-from cuda_agent.build.inline.flags import (
+from cuda_agent.compiler.inline import InlineSpec, build_inline
+from cuda_agent.compiler.inline.flags import (
     InlineFlagError, check_cxx_flags, check_include_paths, check_ldflags, check_nvcc_flags, host_flags_from_nvcc,
     is_neutral,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from cuda_agent.build.builder import BuildResult, build_workspace
+from cuda_agent.compiler.builder import BuildResult, build_workspace
 
 
 def build_confined(root: str | Path, *, arch: str | None = None, cache_dir: str | Path | None = None,

@@ -1,5 +1,5 @@
-"""Messages between the judge and the candidate process: length-prefixed JSON on a Unix stream socket, with file
-descriptors (shared memory) attached through SCM_RIGHTS.
+"""The channel between the judge and the candidate process (requests one way, results the other): length-prefixed
+JSON on a Unix stream socket, with file descriptors (shared memory) attached through SCM_RIGHTS.
 
 Standard library only: the sandboxed candidate imports this module too.
 """

@@ -25,20 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cuda_agent.build import diagnostics
-from cuda_agent.build.builder import Runner, default_cache_dir, run_local
-from cuda_agent.build.inline import binding as bind
-from cuda_agent.build.inline.blobs import BlobCache
-from cuda_agent.build.inline.cxxlex import LexError
-from cuda_agent.build.inline.flags import InlineFlagError
-from cuda_agent.build.inline.spec import InlineSpec
-from cuda_agent.build.inline.split import SplitPlan, plan_split
-from cuda_agent.build.inline.steps import (
+from cuda_agent.compiler import diagnostics
+from cuda_agent.compiler.builder import Runner, default_cache_dir, run_local
+from cuda_agent.compiler.inline import binding as bind
+from cuda_agent.compiler.inline.blobs import BlobCache
+from cuda_agent.compiler.inline.cxxlex import LexError
+from cuda_agent.compiler.inline.flags import InlineFlagError
+from cuda_agent.compiler.inline.spec import InlineSpec
+from cuda_agent.compiler.inline.split import SplitPlan, plan_split
+from cuda_agent.compiler.inline.steps import (
     BUILDER_VERSION, Context, Flags, binding_objects, cuda_objects, host_pch_header, light_ok, link, pch,
     prepare_signatures, sha, split_objects, torch_macro_names,
 )
-from cuda_agent.build.inline.torchenv import torch_env
-from cuda_agent.build.toolchain import detect_arch, normalize_arch
+from cuda_agent.compiler.inline.torchenv import torch_env
+from cuda_agent.compiler.toolchain import detect_arch, normalize_arch
 from cuda_agent.errors import BuildError
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def build_inline(spec: InlineSpec, *, cache_dir: str | Path | None = None, arch:
                  strategies: Sequence[str] = STRATEGIES) -> InlineBuildResult:
     """Build the extension ``spec`` describes and return where its verified .so is.
 
-    ``runner`` has `cuda_agent.build.builder.Runner`'s signature (``sandboxed_runner(work_dir, extra_ro=[cache])``
+    ``runner`` has `cuda_agent.compiler.builder.Runner`'s signature (``sandboxed_runner(work_dir, extra_ro=[cache])``
     in production; compilers then write only inside ``work_dir``); ``jobs`` bounds this build's parallel
     compilers (default 4); ``python`` is the interpreter whose torch to match (default: this one). Compiler errors
     come back in the result (``ok`` false, ``diagnostics`` from the build torch itself would have run); a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cuda_agent.build.inline.cxxlex import (
+from cuda_agent.compiler.inline.cxxlex import (
     Item, LexError, Tok, match_angle, match_close, significant, split_commas, text_of,
 )
 

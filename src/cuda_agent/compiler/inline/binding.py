@@ -22,8 +22,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from cuda_agent.build.inline.cxxlex import LexError, significant, split_commas, split_items, tokenize
-from cuda_agent.build.inline.spec import InlineSpec
+from cuda_agent.compiler.inline.cxxlex import LexError, significant, split_commas, split_items, tokenize
+from cuda_agent.compiler.inline.spec import InlineSpec
 
 _SAFE_INCLUDES = frozenset({"torch/extension.h", "torch/torch.h", "torch/types.h", "torch/all.h", "ATen/ATen.h",
                             "vector", "cstdint", "cstddef", "optional", "string", "tuple"})

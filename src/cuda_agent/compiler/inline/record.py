@@ -3,7 +3,7 @@
 The fallback when `extract_inline_specs` cannot read a call statically (sources built by a function, read from a
 loop, ...). It runs the candidate's code, so the caller runs it in the sandbox:
 
-    python -m cuda_agent.build.inline.record SOLUTION.py OUT.json
+    python -m cuda_agent.compiler.inline.record SOLUTION.py OUT.json
 
 Each load_inline call is recorded and answered with a placeholder; the run stops (a `RecordingStopped` sentinel,
 which ``except Exception`` in the solution does not catch) as soon as anything touches a placeholder, since that
@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.build.inline.spec import InlineSpec, InlineSpecError
+from cuda_agent.compiler.inline.spec import InlineSpec, InlineSpecError
 from cuda_agent.errors import BuildError
 
 MAX_RECORDING_BYTES = 8 * 1024 * 1024
@@ -44,7 +44,7 @@ def record(solution: Path) -> dict[str, Any]:
     """Run ``solution`` with load_inline recorded; return the JSON-ready result."""
     import torch.utils.cpp_extension as cpp_extension
 
-    from cuda_agent.build.inline.loader import call_to_spec
+    from cuda_agent.compiler.inline.loader import call_to_spec
 
     specs: list[dict[str, Any]] = []
 
@@ -84,7 +84,7 @@ def read_recording(text: str) -> list[InlineSpec]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        sys.stderr.write("usage: python -m cuda_agent.build.inline.record SOLUTION.py OUT.json\n")
+        sys.stderr.write("usage: python -m cuda_agent.compiler.inline.record SOLUTION.py OUT.json\n")
         return 2
     result = record(Path(args[0]).resolve())
     Path(args[1]).write_text(json.dumps(result))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.build import build_workspace
-from cuda_agent.build.runtime import KernelCallError, load_library
+from cuda_agent.compiler import build_workspace
+from cuda_agent.compiler.runtime import KernelCallError, load_library
 from cuda_agent.tasks import Task
 from cuda_agent.workspace import create_workspace
 
@@ -86,7 +86,7 @@ def test_cold_build_exports_every_function_with_its_signature(built):
 def test_build_result_round_trips_through_json(built):
     import json
 
-    from cuda_agent.build import BuildResult
+    from cuda_agent.compiler import BuildResult
 
     result = built[1]
     assert BuildResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
