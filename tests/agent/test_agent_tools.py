@@ -147,13 +147,14 @@ def test_bash_sees_no_api_keys(files_env: AgentEnv, task, monkeypatch) -> None:
 def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(files_env: AgentEnv, task) -> None:
     """`profile --breakdown` (tool argument or typed in bash) asks the evaluator for per-kernel times; other
     arguments are refused with what the command takes, instead of being ignored."""
-    from cuda_agent.agent.backend import Evaluation, eval_config_for
+    from cuda_agent.agent.backend import Evaluation
+    from cuda_agent.evaluator import EvalConfig, EvalResult
 
     schema = {s["function"]["name"]: s["function"] for s in ToolRegistry().schemas()}["profile"]
     assert schema["parameters"]["properties"]["breakdown"]["type"] == "boolean"
-    assert eval_config_for("profile", None, breakdown=True).kernel_breakdown is True
-    assert eval_config_for("profile", None).kernel_breakdown is False
-    assert eval_config_for("verify", None, breakdown=True).kernel_breakdown is False
+    assert EvalConfig.for_kind("profile", None, breakdown=True).kernel_breakdown is True
+    assert EvalConfig.for_kind("profile", None).kernel_breakdown is False
+    assert EvalConfig.for_kind("verify", None, breakdown=True).kernel_breakdown is False
 
     files_env.reset(task)
     text, code = files_env.handle_command("verify", ["--breakdown"])
@@ -166,8 +167,8 @@ def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(f
     rows = [{"name": "relu_vec4(float4 const*, float4*, long)", "total_us": 3000.0, "calls": 1},
             {"name": "relu_scalar", "total_us": 1000.0, "calls": 2}]
     compiled = [{"name": "triton_poi_fused_relu_0", "total_us": 2900.0, "calls": 1}]
-    shown = Evaluation.from_result({"stage": "timed", "correct": True, "kernel_breakdown": rows,
-                                    "compile_kernel_breakdown": compiled}, "profile").render()
+    shown = Evaluation.from_result(EvalResult(task_id="t", stage="timed", correct=True, kernel_breakdown=tuple(rows),
+                                              compile_kernel_breakdown=tuple(compiled)), "profile").render()
     assert "your kernels per call" in shown
     assert " 75.0%    3000.00     1  other             relu_vec4(float4 const*, float4*, long)" in shown
     assert " 25.0%    1000.00     2  other             relu_scalar" in shown
