@@ -318,11 +318,11 @@ class AgentEnv:
 
     def _snapshot(self) -> dict[str, str]:
         assert self.workspace is not None
-        try:
-            from cuda_agent.workspace import Workspace
+        from cuda_agent.workspace import Workspace
 
+        try:
             raw = Workspace.open(self.workspace).solution_files()
-        except (ImportError, CudaAgentError):
+        except CudaAgentError:  # a folder that is not a full workspace (no manifest): its agent files as they are
             raw = {}
             for path in [self.workspace / "model_new.py", *sorted((self.workspace / "kernels").rglob("*"))]:
                 if path.is_file():

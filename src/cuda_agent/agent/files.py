@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.workspace.workspace import PROTECTED_ROOTS
 
-DEFAULT_PROTECTED: tuple[str, ...] = ("model.py", "binding.py", "include", "SKILL.md", ".cuda_agent")
+DEFAULT_PROTECTED: tuple[str, ...] = tuple(root.rstrip("/") for root in PROTECTED_ROOTS)
 _SKIP_DIRS = {".cuda_agent", "__pycache__", ".git"}
 _MAX_FILE_BYTES = 2_000_000
 

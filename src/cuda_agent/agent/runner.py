@@ -210,11 +210,9 @@ def _broker_handler(handler: CommandHandler) -> Callable[..., object]:
 
 
 def sandbox_available() -> bool:
-    """Whether `cuda_agent.sandbox` exists here and bubblewrap can run."""
-    try:
-        from cuda_agent.sandbox import sandbox_available as probe
-    except ImportError:
-        return False
+    """Whether bubblewrap can run here (`cuda_agent.sandbox.sandbox_available`)."""
+    from cuda_agent.sandbox import sandbox_available as probe
+
     return bool(probe())
 
 

@@ -29,10 +29,10 @@ from cuda_agent.sandbox._monitor import (CanaryWatch, UidLease, chown_tree, dige
 from cuda_agent.sandbox._probe import bwrap_path, check_sandbox
 from cuda_agent.sandbox._seccomp import no_userns_filter
 from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler
+from cuda_agent.workspace.workspace import PROTECTED_ROOTS
 
 log = logging.getLogger(__name__)
 
-FALLBACK_PROTECTED = ("model.py", "binding.py", "include/", "SKILL.md", ".cuda_agent/")
 DECOY_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.ssh/id_rsa")
 DECOY_DIRS = ("/root/.ssh", "/home")
 ORDINARY_PATHS = ("/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/etc", "/run", "/opt", "/workspace")
@@ -47,18 +47,8 @@ def _overlaps(path: str, others: Sequence[str]) -> bool:
 
 
 def protected_paths() -> tuple[str, ...]:
-    """The workspace paths the agent must not change, as `cuda_agent.workspace` defines them, with their top-level
-    folders protected whole (``include/``, ``.cuda_agent/``): the agent has nothing to write there."""
-    try:
-        from cuda_agent.workspace import PROTECTED_PATHS as listed
-    except ImportError:
-        listed = FALLBACK_PROTECTED
-    out: list[str] = []
-    for rel in listed:
-        rel = rel.strip("/")
-        top = rel.split("/", 1)[0]
-        out.append(top + "/" if "/" in rel else rel)
-    return tuple(dict.fromkeys(out))
+    """The workspace paths bound read-only: `cuda_agent.workspace.PROTECTED_ROOTS`, the one list every guard uses."""
+    return PROTECTED_ROOTS
 
 
 class Sandbox:
