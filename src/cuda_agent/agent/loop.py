@@ -15,11 +15,11 @@ from cuda_agent.agent.best import BestKernel
 from cuda_agent.agent.config import AgentConfig
 from cuda_agent.agent.context import condense
 from cuda_agent.agent.env import AgentEnv
-from cuda_agent.agent.policy import ContextOverflowError, Policy
+from cuda_agent.agent.policy import Policy
 from cuda_agent.agent.tool_turn import run_tool_calls
 from cuda_agent.agent.trajectory import VERSION, Trajectory, TrajectoryError, TrajectoryWriter, now_iso
 from cuda_agent.agent.types import AssistantTurn, Message, Usage
-from cuda_agent.errors import PolicyError
+from cuda_agent.errors import ContextOverflowError, PolicyError
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
