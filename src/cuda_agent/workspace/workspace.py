@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Iterable
 
 from cuda_agent.errors import ProtectedFileError, WorkspaceError
 from cuda_agent.tasks.task import Task
@@ -35,10 +36,11 @@ PROTECTED_ROOTS: tuple[str, ...] = tuple(dict.fromkeys(
 AGENT_PATHS: tuple[str, ...] = (MODEL_NEW, KERNELS)
 
 
-def is_protected(rel: str) -> bool:
-    """Whether the workspace-relative POSIX path ``rel`` is, or lies inside, one of PROTECTED_ROOTS."""
+def is_protected(rel: str, roots: Iterable[str] = PROTECTED_ROOTS) -> bool:
+    """Whether the workspace-relative POSIX path ``rel`` is, or lies inside, one of ``roots`` (PROTECTED_ROOTS
+    unless a caller protects others)."""
     rel = rel.strip("/")
-    return any(rel == root.rstrip("/") or (root.endswith("/") and rel.startswith(root)) for root in PROTECTED_ROOTS)
+    return any(rel == root.strip("/") or rel.startswith(root.strip("/") + "/") for root in roots)
 
 
 def _infra(name: str) -> bytes:
