@@ -73,3 +73,7 @@ class EvalTimeoutError(CudaAgentError):
 
 class PolicyError(CudaAgentError):
     """The policy (an LLM endpoint or a scripted policy) failed to produce a turn."""
+
+
+class ContextOverflowError(PolicyError):
+    """The endpoint rejected the request because the conversation is longer than the model's context window."""

@@ -1,9 +1,12 @@
-"""`OpenAIPolicy` against a local OpenAI-compatible server (stdlib http.server on 127.0.0.1) that plays scripted
-replies: tool calls, retries after 429 and 5xx, errors that must not be retried, and a whole episode."""
+"""`OpenAIPolicy` (through the openai SDK) against a local OpenAI-compatible server (stdlib http.server on
+127.0.0.1) that plays scripted replies: tool calls, retries after 429 and 5xx, errors that must not be retried, and a whole episode."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,7 +44,7 @@ class ScriptedServer:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
-                outer.headers.append(dict(self.headers))
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})  # names are case-blind
                 status, headers, reply = outer.replies.pop(0) if outer.replies else (500, {}, {"error": "no more"})
                 data = (reply if isinstance(reply, str) else json.dumps(reply)).encode()
                 self.send_response(status)
@@ -100,7 +103,7 @@ def test_429_then_success_is_retried_and_accounted(serve) -> None:
     request = server.requests[-1]
     assert request["model"] == "test-model" and request["tools"] == TOOLS and request["tool_choice"] == "auto"
     assert request["messages"] == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-    assert server.headers[-1]["Authorization"] == "Bearer sk-local"
+    assert server.headers[-1]["authorization"] == "Bearer sk-local"
 
 
 def test_5xx_backoff_grows_exponentially(serve) -> None:
@@ -281,3 +284,27 @@ def test_json_block_with_arguments_beside_a_known_tool_name(serve) -> None:
     (call,) = policy.query(MESSAGES, TOOLS).tool_calls  # TOOLS offers read
     assert call.name == "read" and call.parsed_arguments() == {"path": "model.py"}
     assert policy.query(MESSAGES, TOOLS).tool_calls == ()  # grep is not offered: left as text
+
+
+def test_the_task_composer_speaks_through_the_same_client(serve) -> None:
+    """`synth`'s composer and the agent's policy share one client: the same retries, the same errors."""
+    from cuda_agent.synth import OpenAIChatClient
+
+    server = serve([(503, {"Retry-After": "0"}, "busy"), (200, {}, completion("```python\nclass Model: pass\n```")),
+                    (404, {}, {"error": {"message": "no such model"}})])
+    client = OpenAIChatClient(server.url, "composer-model", max_retries=1)
+    client.endpoint.sleep = lambda _: None
+    assert client.chat([{"role": "user", "content": "fuse relu and gelu"}]) == "```python\nclass Model: pass\n```"
+    assert server.requests[-1]["model"] == "composer-model" and server.requests[-1]["max_tokens"] == 2048
+    with pytest.raises(PolicyError, match="HTTP 404.*no such model"):
+        client.chat([{"role": "user", "content": "again"}])
+    assert len(server.requests) == 3
+
+
+def test_the_sdk_is_imported_only_by_a_request() -> None:
+    """``import cuda_agent`` and its packages never need the openai SDK; only talking to an endpoint does."""
+    script = ("import sys, cuda_agent, cuda_agent.agent, cuda_agent.evaluator, cuda_agent.synth, cuda_agent.llm_client\n"
+              "assert 'openai' not in sys.modules, 'imported openai'\nprint('ok')")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]

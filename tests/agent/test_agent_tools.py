@@ -9,6 +9,7 @@ import pytest
 
 from cuda_agent.agent import AgentEnv, ToolCall, ToolRegistry, trim
 from cuda_agent.agent.files import ToolError, WorkspaceFiles
+from cuda_agent.sandbox import TrustedLocalShell
 
 
 def test_every_tool_has_a_schema_built_from_its_signature() -> None:
@@ -31,7 +32,7 @@ def test_paths_cannot_leave_the_workspace(tmp_path) -> None:
     (root / "kernels").mkdir(parents=True)
     (tmp_path / "secret.txt").write_text("do not read")
     os.symlink(tmp_path / "secret.txt", root / "kernels" / "link.cu")
-    files = WorkspaceFiles(root)
+    files = WorkspaceFiles(TrustedLocalShell(root))
     for bad in ("../secret.txt", str(tmp_path / "secret.txt"), "kernels/link.cu", "kernels/../../secret.txt"):
         with pytest.raises(ToolError, match="outside the workspace"):
             files.read(bad)
@@ -57,7 +58,7 @@ def test_protected_files_are_read_only(files_env: AgentEnv, task) -> None:
 
 
 def test_edit_requires_a_unique_exact_match(tmp_path) -> None:
-    files = WorkspaceFiles(tmp_path)
+    files = WorkspaceFiles(TrustedLocalShell(tmp_path))
     files.write("kernels/a.cu", "int a = 1;\nint b = 1;\n")
     with pytest.raises(ToolError, match="occurs 2 times"):
         files.edit("kernels/a.cu", "= 1;", "= 2;")
@@ -70,7 +71,7 @@ def test_edit_requires_a_unique_exact_match(tmp_path) -> None:
 
 
 def test_multi_edit_is_all_or_nothing(tmp_path) -> None:
-    files = WorkspaceFiles(tmp_path)
+    files = WorkspaceFiles(TrustedLocalShell(tmp_path))
     files.write("model_new.py", "alpha\nbeta\ngamma\n")
     with pytest.raises(ToolError, match="edit 2 of 2.*no edit was applied"):
         files.multi_edit("model_new.py", [{"old_string": "alpha", "new_string": "A"},
@@ -82,7 +83,7 @@ def test_multi_edit_is_all_or_nothing(tmp_path) -> None:
 
 
 def test_read_glob_grep(tmp_path) -> None:
-    files = WorkspaceFiles(tmp_path)
+    files = WorkspaceFiles(TrustedLocalShell(tmp_path))
     files.write("kernels/a.cu", "\n".join(f"line {i}" for i in range(1, 11)))
     files.write("kernels/b.cuh", "__global__ void k();\n")
     assert files.read("kernels/a.cu", offset=3, limit=2).splitlines() == ["3\tline 3", "4\tline 4",
@@ -147,13 +148,14 @@ def test_bash_sees_no_api_keys(files_env: AgentEnv, task, monkeypatch) -> None:
 def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(files_env: AgentEnv, task) -> None:
     """`profile --breakdown` (tool argument or typed in bash) asks the evaluator for per-kernel times; other
     arguments are refused with what the command takes, instead of being ignored."""
-    from cuda_agent.agent.backend import Evaluation, eval_config_for
+    from cuda_agent.agent.backend import Evaluation
+    from cuda_agent.evaluator import EvalConfig, EvalResult
 
     schema = {s["function"]["name"]: s["function"] for s in ToolRegistry().schemas()}["profile"]
     assert schema["parameters"]["properties"]["breakdown"]["type"] == "boolean"
-    assert eval_config_for("profile", None, breakdown=True).kernel_breakdown is True
-    assert eval_config_for("profile", None).kernel_breakdown is False
-    assert eval_config_for("verify", None, breakdown=True).kernel_breakdown is False
+    assert EvalConfig.for_kind("profile", None, breakdown=True).kernel_breakdown is True
+    assert EvalConfig.for_kind("profile", None).kernel_breakdown is False
+    assert EvalConfig.for_kind("verify", None, breakdown=True).kernel_breakdown is False
 
     files_env.reset(task)
     text, code = files_env.handle_command("verify", ["--breakdown"])
@@ -166,8 +168,8 @@ def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(f
     rows = [{"name": "relu_vec4(float4 const*, float4*, long)", "total_us": 3000.0, "calls": 1},
             {"name": "relu_scalar", "total_us": 1000.0, "calls": 2}]
     compiled = [{"name": "triton_poi_fused_relu_0", "total_us": 2900.0, "calls": 1}]
-    shown = Evaluation.from_result({"stage": "timed", "correct": True, "kernel_breakdown": rows,
-                                    "compile_kernel_breakdown": compiled}, "profile").render()
+    shown = Evaluation.from_result(EvalResult(task_id="t", stage="timed", correct=True, kernel_breakdown=tuple(rows),
+                                              compile_kernel_breakdown=tuple(compiled)), "profile").render()
     assert "your kernels per call" in shown
     assert " 75.0%    3000.00     1  other             relu_vec4(float4 const*, float4*, long)" in shown
     assert " 25.0%    1000.00     2  other             relu_scalar" in shown

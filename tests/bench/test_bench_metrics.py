@@ -133,9 +133,9 @@ def test_outcome_times_are_the_ones_the_speedups_used() -> None:
     result = EvalResult(task_id="L1/19_ReLU", stage="timed", correct=True, eager=cached, compile=compiled,
                         candidate=cand, baseline_drift=1.04, speedup_eager=3.0 * 1.04 / 2.0,
                         speedup_compile=2.5 * 1.04 / 2.0)
-    for given in (result, result.to_dict()):
+    for given in (result, EvalResult.from_json(result.to_json())):
         o = outcome_from_eval(given)
         assert (o.eager_ms, o.compile_ms, o.candidate_ms) == pytest.approx((3.12, 2.6, 2.0))
         assert o.eager_ms / o.candidate_ms == pytest.approx(o.speedup_vs_eager)
-    undrifted = outcome_from_eval({**result.to_dict(), "baseline_drift": None})
+    undrifted = outcome_from_eval(EvalResult.from_dict({**result.to_dict(), "baseline_drift": None}))
     assert undrifted.eager_ms == pytest.approx(3.0)

@@ -119,10 +119,14 @@ def test_outcome_from_episode_writes_the_best_kernel(tmp_path: Path, kb_tasks: T
     from cuda_agent.agent import BestKernel, EpisodeResult, Evaluation, Usage
     from cuda_agent.bench.runner import outcome_from_episode
 
+    from cuda_agent.evaluator import EvalResult
+    from cuda_agent.evaluator.stats import TimingStats
+
     task = kb_tasks["L1/19_ReLU"]
-    raw = {"eager": {"median_ms": 2.0}, "compile": {"median_ms": 1.5}, "candidate": {"median_ms": 1.0}}
-    evaluation = Evaluation(kind="profile", stage="timed", correct=True, speedup_vs_eager=2.0, speedup_vs_compile=1.5,
-                            reward=3.0, raw=raw)
+    eager, compiled, candidate = (TimingStats.from_samples([ms]) for ms in (2.0, 1.5, 1.0))
+    evaluation = Evaluation.from_result(EvalResult(
+        task_id=task.id, stage="timed", correct=True, eager=eager, compile=compiled, candidate=candidate,
+        speedup_eager=2.0, speedup_compile=1.5, reward=3), "profile")
     best = BestKernel(evaluation, turn=7, files={"model_new.py": "M", "kernels/relu.cu": "K"})
     episode = EpisodeResult(task.id, "submitted", "", 3.0, True, 9, Usage(), 1.0, best, None, None)
     outcome = outcome_from_episode(task, episode, tmp_path)

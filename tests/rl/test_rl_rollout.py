@@ -127,3 +127,38 @@ def test_scripted_server_refuses_when_spent(tokenizer):
         asyncio.run(server.generate("x", prompt_ids=[], sampling_params={}))
     with pytest.raises(PolicyError, match="no script left"):
         asyncio.run(server.generate("y", prompt_ids=[], sampling_params={}))
+
+
+def test_the_token_loop_and_the_agent_loop_answer_a_turn_alike(task, tokenizer, env_settings):
+    """Both loops take the same step (`cuda_agent.agent.tool_turn.run_tool_calls`): the same calls on the same
+    environment give the same answers, including the "not run" answer to a call after the one that ended it."""
+    from cuda_agent.agent.loop import Agent, AgentExit
+    from cuda_agent.agent.policy import ScriptedPolicy
+    from cuda_agent.agent.tool_turn import NOT_RUN
+
+    steps = [{"name": "write", "arguments": {"path": "model_new.py", "content": MODEL_NEW}},
+             {"tool_calls": [{"name": "read", "arguments": {"path": "model_new.py"}},
+                             {"name": "submit", "arguments": {}},
+                             {"name": "read", "arguments": {"path": "model.py"}}]}]
+    token_turns = [call_text("write", path="model_new.py", content=MODEL_NEW),
+                   call_text("read", end=False, path="model_new.py") + call_text("submit", end=False)
+                   + call_text("read", path="model.py")]
+    episode, _ = play(task, tokenizer, env_settings, token_turns)
+
+    env = make_env(env_settings)
+    agent = Agent(ScriptedPolicy.from_steps(steps), env)
+    try:
+        env.reset(task)
+        agent.messages = env.initial_messages()
+        with pytest.raises(AgentExit) as ended:
+            while True:
+                agent.step()
+    finally:
+        env.close()
+
+    def answers(messages):
+        return [(m.role, m.name, m.content) for m in messages if m.role in ("tool", "user")][1:]
+
+    assert answers(episode.messages) == answers(agent.messages)
+    assert answers(agent.messages)[-1] == ("tool", "read", NOT_RUN)
+    assert ended.value.reason == episode.end_reason == "submitted"

@@ -29,7 +29,13 @@ def bwrap_ready() -> None:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, bwrap_ready: None) -> Path:
+def workspace(plain_workspace: Path, bwrap_ready: None) -> Path:
+    return plain_workspace
+
+
+@pytest.fixture
+def plain_workspace(tmp_path: Path) -> Path:
+    """The workspace, for tests that need no bubblewrap (the trusted local shell)."""
     ws = tmp_path / "episode-0"
     for rel, text in PROTECTED_CONTENT.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)

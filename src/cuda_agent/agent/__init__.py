@@ -7,11 +7,12 @@ from cuda_agent.agent.env import AgentEnv, EnvState, EpisodeOverError
 from cuda_agent.agent.files import ToolError
 from cuda_agent.agent.loop import Agent, AgentExit, EpisodeResult, run_episode
 from cuda_agent.agent.openai_policy import OpenAIConfig, OpenAIPolicy
-from cuda_agent.agent.policy import ContextOverflowError, Policy, ScriptedPolicy
 from cuda_agent.agent.episode_outputs import render_report, write_outputs
+from cuda_agent.agent.policy import Policy, ScriptedPolicy
 from cuda_agent.agent.tools import ToolRegistry, trim
 from cuda_agent.agent.trajectory import Trajectory, TrajectoryError, export_sft
 from cuda_agent.agent.types import AssistantTurn, Message, ToolCall, Usage
+from cuda_agent.errors import ContextOverflowError
 
 __all__ = [
     "Agent",

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol
 
+from cuda_agent.evaluator.config import EvalConfig
+from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -84,40 +86,32 @@ class Evaluation:
         return cls(kind=kind, stage="skipped", correct=None, message=SKIPPED_MESSAGE)
 
     @classmethod
-    def from_result(cls, result: Any, kind: EvalKind) -> "Evaluation":
-        """Read an evaluator `EvalResult` (or its dict) into an `Evaluation`."""
-        data: Mapping[str, Any] = result if isinstance(result, Mapping) else _to_dict(result)
-
-        def number(*names: str) -> float | None:
-            for name in names:
-                value = data.get(name)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    return float(value)
-            return None
-
-        rules = data.get("rules_fired") or ()
-        rule_names = tuple(r if isinstance(r, str) else str(r.get("rule", r.get("name", r))) for r in rules)
-        lines = [str(data.get("reason") or data.get("message") or "")]
-        for rule in rules:
-            if isinstance(rule, Mapping) and rule.get("detail"):
-                lines.append(f"rule {rule.get('rule')}: {rule['detail']}")
-        if isinstance(data.get("max_abs_error"), (int, float)):
-            lines.append(f"max abs error: {data['max_abs_error']:.3g}")
-        if isinstance(data.get("sol_fraction"), (int, float)):
-            lines.append(f"{100 * data['sol_fraction']:.1f}% of the speed-of-light floor ({data.get('sol_bound') or 'bound'})")
-        lines += _breakdown_lines(data)
-        message = "\n".join(line for line in lines if line)
+    def from_result(cls, result: EvalResult, kind: EvalKind) -> "Evaluation":
+        """Read the evaluator's `EvalResult` (an answer that came over the wire as a dict: `EvalResult.from_dict`
+        it first, so a malformed answer fails there, loudly, instead of reading as "incorrect")."""
+        lines = [result.reason]
+        lines += [f"rule {v.rule}: {v.detail}" for v in result.rules_fired if v.detail]
+        if result.max_abs_error is not None:
+            lines.append(f"max abs error: {result.max_abs_error:.3g}")
+        if result.sol_fraction is not None:
+            lines.append(f"{100 * result.sol_fraction:.1f}% of the speed-of-light floor ({result.sol_bound or 'bound'})")
+        lines += _breakdown_lines(result)
         return cls(
             kind=kind,
-            stage=str(data.get("stage", "unknown")),
-            correct=bool(data.get("correct", False)),
-            speedup_vs_eager=number("speedup_vs_eager", "speedup_eager"),
-            speedup_vs_compile=number("speedup_vs_compile", "speedup_compile"),
-            reward=number("reward"),
-            rules_fired=rule_names,
-            message=message,
-            raw=dict(data),
+            stage=result.stage,
+            correct=result.correct,
+            speedup_vs_eager=result.speedup_eager,
+            speedup_vs_compile=result.speedup_compile,
+            reward=float(result.reward),
+            rules_fired=result.rule_names,
+            message="\n".join(line for line in lines if line),
+            raw=result.to_dict(),
         )
+
+    @property
+    def result(self) -> EvalResult | None:
+        """The evaluator's result this evaluation was read from (None when nothing was evaluated)."""
+        return EvalResult.from_dict(self.raw) if self.raw else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,26 +158,18 @@ class Evaluation:
         return "\n".join(lines)
 
 
-def _breakdown_lines(data: Mapping[str, Any], top: int = 8) -> list[str]:
+def _breakdown_lines(result: EvalResult, top: int = 8) -> list[str]:
     """The candidate's kernels and torch.compile's (the result's ``kernel_breakdown`` and
     ``compile_kernel_breakdown`` rows), slowest first, as the evaluator's `format_breakdown` tables."""
     from cuda_agent.evaluator.profile import format_breakdown_rows
 
     lines: list[str] = []
-    for title, name in (("your kernels per call:", "kernel_breakdown"),
-                        ("torch.compile's kernels per call (the baseline to beat):", "compile_kernel_breakdown")):
-        text = format_breakdown_rows(data.get(name) or (), top=top)
+    for title, rows in (("your kernels per call:", result.kernel_breakdown),
+                        ("torch.compile's kernels per call (the baseline to beat):", result.compile_kernel_breakdown)):
+        text = format_breakdown_rows(rows, top=top)
         if text:
             lines += [title, *text.splitlines()]
     return lines
-
-
-def _to_dict(result: Any) -> dict[str, Any]:
-    if hasattr(result, "to_dict"):
-        return dict(result.to_dict())
-    if dataclasses.is_dataclass(result):
-        return dataclasses.asdict(result)
-    raise TypeError(f"cannot read an evaluation result of type {type(result).__name__}")
 
 
 class EvalBackend(Protocol):
@@ -232,7 +218,7 @@ class LocalBackend:
         self,
         *,
         verify: str = "auto",
-        eval_config: Any | None = None,
+        eval_config: EvalConfig | None = None,
         arch: str | None = None,
         cache_dir: Path | None = None,
         jobs: int | None = None,
@@ -263,11 +249,11 @@ class LocalBackend:
             return Evaluation.skipped_result(kind)
         from cuda_agent.evaluator import evaluate
 
-        config = eval_config_for(kind, self.eval_config, breakdown=breakdown)
+        config = EvalConfig.for_kind(kind, self.eval_config, breakdown=breakdown)
         overrides: dict[str, Any] = {}
-        if self.cache_dir is not None and getattr(config, "build_cache_dir", "") is None:
+        if self.cache_dir is not None and config.build_cache_dir is None:
             overrides["build_cache_dir"] = str(self.cache_dir)
-        if self.arch is not None and getattr(config, "arch", "") is None:
+        if self.arch is not None and config.arch is None:
             overrides["arch"] = self.arch
         if overrides:
             config = dataclasses.replace(config, **overrides)
@@ -293,7 +279,7 @@ class PoolBackend:
     """Send builds and evaluations to a pool (`cuda_agent.pool.LocalPool`, `RayPool`, or an HTTP client with the
     same methods): ``pool.submit_build(workspace)`` and ``pool.submit(EvalJob(...))``, each returning a future."""
 
-    def __init__(self, pool: Any, *, eval_config: Any | None = None, timeout_s: float | None = None) -> None:
+    def __init__(self, pool: Any, *, eval_config: EvalConfig | None = None, timeout_s: float | None = None) -> None:
         self.pool = pool
         self.eval_config = eval_config
         self.timeout_s = timeout_s
@@ -310,22 +296,7 @@ class PoolBackend:
     def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> Evaluation:
         from cuda_agent.pool import EvalJob
 
-        job = EvalJob.create(task, workspace, eval_config_for(kind, self.eval_config, breakdown=breakdown), kind=kind)
-        return Evaluation.from_result(self.pool.submit(job).result(timeout=self.timeout_s), kind)
-
-
-def eval_config_for(kind: EvalKind, base: Any | None, *, breakdown: bool = False) -> Any:
-    """An `EvalConfig` that verifies only (``verify``) or verifies and times (``profile``); ``breakdown`` (profile
-    only) asks for the per-kernel times of the candidate."""
-    from cuda_agent.evaluator import EvalConfig
-
-    config = base if base is not None else EvalConfig()
-    names = {f.name for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else set()
-    if breakdown and kind == "profile" and "kernel_breakdown" in names:
-        config = dataclasses.replace(config, kernel_breakdown=True)
-    for flag in ("profile", "timing", "do_profile"):
-        if flag in names:
-            return dataclasses.replace(config, **{flag: kind == "profile"})
-    if "mode" in names:
-        return dataclasses.replace(config, mode=kind)
-    return config
+        job = EvalJob.create(task, workspace, EvalConfig.for_kind(kind, self.eval_config, breakdown=breakdown),
+                             kind=kind)
+        answer = self.pool.submit(job).result(timeout=self.timeout_s)
+        return Evaluation.from_result(answer if isinstance(answer, EvalResult) else EvalResult.from_dict(answer), kind)

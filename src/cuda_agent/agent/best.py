@@ -8,22 +8,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cuda_agent.agent.backend import Evaluation
+from cuda_agent.evaluator.reward_schedule import discrete_reward
 
 
 def paper_reward(evaluation: Evaluation) -> float:
-    """The paper's schedule when the evaluator gave none: -1 if not correct; 3 if more than 5% faster than eager
-    and compile; 2 if more than 5% faster than eager only; 1 otherwise."""
+    """The evaluator's reward; where it gave none (an evaluation written by hand or by an older run), the same
+    schedule (`discrete_reward`) applied to the evaluation's speedups, so there is one reward rule, not two."""
     if evaluation.reward is not None:
         return evaluation.reward
-    if not evaluation.correct:
-        return -1.0
-    eager = evaluation.speedup_vs_eager or 0.0
-    compiled = evaluation.speedup_vs_compile or 0.0
-    if eager > 1.05 and compiled > 1.05:
-        return 3.0
-    if eager > 1.05:
-        return 2.0
-    return 1.0
+    passed = bool(evaluation.correct) and not evaluation.rules_fired
+    return float(discrete_reward(passed, evaluation.speedup_vs_eager, evaluation.speedup_vs_compile))
 
 
 @dataclass(frozen=True)

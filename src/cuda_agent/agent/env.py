@@ -22,9 +22,9 @@ from typing import Any, Mapping, Sequence
 from cuda_agent.agent.backend import BuildSummary, EvalBackend, Evaluation, LocalBackend
 from cuda_agent.agent.best import BestKernel, is_candidate, paper_reward
 from cuda_agent.agent.config import EnvConfig
-from cuda_agent.agent.files import DEFAULT_PROTECTED, ToolError, WorkspaceFiles
+from cuda_agent.agent.files import ToolError, WorkspaceFiles
 from cuda_agent.agent.prompts import system_prompt, task_prompt
-from cuda_agent.agent.runner import CommandRunner, make_runner
+from cuda_agent.agent.runner import Shell, make_shell
 from cuda_agent.agent.tools import MalformedCallError, ToolRegistry, trim
 from cuda_agent.agent.types import Message, ToolCall, Usage
 from cuda_agent.errors import CudaAgentError, SandboxError, WorkspaceError
@@ -66,7 +66,7 @@ class AgentEnv:
         self.task: Task | None = None
         self.workspace: Path | None = None
         self.files: WorkspaceFiles | None = None
-        self._runner: CommandRunner | None = None
+        self._shell: Shell | None = None
         self._owns_workspace = False
         self._lock = threading.RLock()
         self._clear()
@@ -100,8 +100,8 @@ class AgentEnv:
         self._clear()
         self.task = task
         self.workspace, self._owns_workspace = self._make_workspace(task, workspace)
-        self.files = WorkspaceFiles(self.workspace, DEFAULT_PROTECTED)
-        self._runner = make_runner(self.config.sandbox, self.workspace, self._broker_handler)
+        self._shell = make_shell(self.config.sandbox, self.workspace, self._broker_handler)
+        self.files = WorkspaceFiles(self._shell)
         if state is not None:
             self.turns, self.usage, self._elapsed_before = state.turns, state.usage, state.elapsed_s
             self.best, self.last_evaluation = state.best, state.last_evaluation
@@ -158,11 +158,11 @@ class AgentEnv:
             self.backend.close()  # type: ignore[attr-defined]
 
     def _end_episode(self) -> None:
-        if self._runner is not None:
+        if self._shell is not None:
             try:
-                self._runner.close()
+                self._shell.close()
             finally:
-                self._runner = None
+                self._shell = None
         if self.workspace is not None and self._owns_workspace and not self.config.keep_workspace:
             shutil.rmtree(self.workspace.parent if self.workspace.parent.name.startswith("cuda-agent-ep-")
                           else self.workspace, ignore_errors=True)
@@ -230,13 +230,15 @@ class AgentEnv:
     # ---- what tools call (the ToolContext protocol) ----------------------------------------------------------
 
     def run_bash(self, command: str, timeout: float) -> str:
-        if self._runner is None:
+        if self._shell is None:
             raise SandboxError("the sandbox is closed")
         if not command.strip():
             raise ToolError("command is empty")
         limit = max(1.0, min(float(timeout), self.config.bash_timeout_s))
-        result = self._runner.run(command, limit)
+        result = self._shell.exec(command, timeout=limit)
         text = result.output
+        for violation in result.violations:
+            text += f"\n[sandbox: {violation.kind}: {violation.detail}]"
         if result.truncated_bytes:
             text += f"\n[... {result.truncated_bytes} more bytes of output were discarded while the command ran]"
         if result.timed_out:
@@ -318,11 +320,11 @@ class AgentEnv:
 
     def _snapshot(self) -> dict[str, str]:
         assert self.workspace is not None
-        try:
-            from cuda_agent.workspace import Workspace
+        from cuda_agent.workspace import Workspace
 
+        try:
             raw = Workspace.open(self.workspace).solution_files()
-        except (ImportError, CudaAgentError):
+        except CudaAgentError:  # a folder that is not a full workspace (no manifest): its agent files as they are
             raw = {}
             for path in [self.workspace / "model_new.py", *sorted((self.workspace / "kernels").rglob("*"))]:
                 if path.is_file():

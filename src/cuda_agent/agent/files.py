@@ -1,8 +1,10 @@
 """The file tools' implementation: read, write, edit, multi-edit, glob and grep, confined to one workspace.
 
-Every path is resolved (symlinks followed) and must stay inside the workspace; protected files (the reference, the
-binding infrastructure, SKILL.md, the manifest) can be read but never written. Violations raise `ToolError`, which the
-environment turns into an error observation for the agent.
+Files are read and written through the episode's shell (`cuda_agent.agent.runner.Shell`: the sandbox, or the trusted
+local shell), with its verbs ``read_file`` and ``write_file``: the same rules as everywhere (workspace only, protected
+files read-only, the disk quota, refusals recorded) and files the sandbox's user owns. Paths are also checked here
+first (resolved, symlinks followed, inside the workspace; not protected), so the agent reads a message that says
+what to do instead. Violations raise `ToolError`, which the environment turns into an error observation.
 """
 from __future__ import annotations
 
@@ -10,11 +12,11 @@ import fnmatch
 import os
 import re
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from cuda_agent.errors import CudaAgentError
+from cuda_agent.errors import CudaAgentError, SandboxError
+from cuda_agent.workspace.workspace import is_protected
 
-DEFAULT_PROTECTED: tuple[str, ...] = ("model.py", "binding.py", "include", "SKILL.md", ".cuda_agent")
 _SKIP_DIRS = {".cuda_agent", "__pycache__", ".git"}
 _MAX_FILE_BYTES = 2_000_000
 
@@ -24,11 +26,13 @@ class ToolError(CudaAgentError):
 
 
 class WorkspaceFiles:
-    """File operations on one workspace folder; ``protected`` are workspace-relative files or folders."""
+    """File operations on the workspace of ``shell`` (anything with ``workspace``, ``protected``, ``read_file`` and
+    ``write_file``: `cuda_agent.sandbox.Sandbox`, `cuda_agent.sandbox.TrustedLocalShell`)."""
 
-    def __init__(self, root: Path, protected: Iterable[str] = DEFAULT_PROTECTED) -> None:
-        self.root = Path(root).resolve()
-        self.protected = tuple(p.strip("/") for p in protected)
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.root = Path(shell.workspace).resolve()
+        self.protected = tuple(shell.protected)
 
     def resolve(self, path: str) -> Path:
         """The absolute path of ``path`` (relative to the workspace, or absolute inside it); raise `ToolError` if
@@ -46,8 +50,7 @@ class WorkspaceFiles:
         return path.relative_to(self.root).as_posix() if path != self.root else "."
 
     def is_protected(self, path: Path) -> bool:
-        rel = self.relative(path)
-        return any(rel == p or rel.startswith(p + "/") for p in self.protected)
+        return is_protected(self.relative(path), self.protected)
 
     def _writable(self, path: str) -> Path:
         resolved = self.resolve(path)
@@ -67,9 +70,17 @@ class WorkspaceFiles:
         if resolved.stat().st_size > _MAX_FILE_BYTES:
             raise ToolError(f"{self.relative(resolved)}: larger than {_MAX_FILE_BYTES} bytes; use grep or bash head")
         try:
-            return resolved.read_text()
+            return self.shell.read_file(self.relative(resolved))
         except UnicodeDecodeError as exc:
             raise ToolError(f"{self.relative(resolved)}: not a text file") from exc
+        except (OSError, SandboxError) as exc:
+            raise ToolError(f"{self.relative(resolved)}: {exc}") from exc
+
+    def _put(self, resolved: Path, content: str) -> None:
+        try:
+            self.shell.write_file(self.relative(resolved), content)
+        except (OSError, SandboxError) as exc:
+            raise ToolError(f"{self.relative(resolved)}: {exc}") from exc
 
     def read(self, path: str, offset: int = 1, limit: int = 2000) -> str:
         resolved = self.resolve(path)
@@ -91,14 +102,14 @@ class WorkspaceFiles:
             raise ToolError("content must be a string")
         resolved = self._writable(path)
         existed = resolved.exists()
-        _atomic_write(resolved, content, self.root)
+        self._put(resolved, content)
         verb = "overwrote" if existed else "created"
         return f"{verb} {self.relative(resolved)} ({len(content.splitlines())} lines, {len(content.encode())} bytes)"
 
     def edit(self, path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
         resolved = self._writable(path)
         text = _apply_edit(self._text(resolved), old_string, new_string, replace_all, self.relative(resolved))
-        _atomic_write(resolved, text, self.root)
+        self._put(resolved, text)
         return f"edited {self.relative(resolved)}"
 
     def multi_edit(self, path: str, edits: Sequence[Mapping[str, object]]) -> str:
@@ -119,7 +130,7 @@ class WorkspaceFiles:
                 )
             except ToolError as exc:
                 raise ToolError(f"edit {number} of {len(edits)}: {exc}; no edit was applied") from exc
-        _atomic_write(resolved, text, self.root)
+        self._put(resolved, text)
         return f"applied {len(edits)} edits to {self.relative(resolved)}"
 
     def glob(self, pattern: str, limit: int = 500) -> str:
@@ -150,8 +161,8 @@ class WorkspaceFiles:
             try:
                 if file.stat().st_size > _MAX_FILE_BYTES:
                     continue
-                lines = file.read_text().splitlines()
-            except (UnicodeDecodeError, OSError):
+                lines = self.shell.read_file(self.relative(file)).splitlines()
+            except (UnicodeDecodeError, OSError, SandboxError):  # binary, gone, or a link out of the workspace
                 continue
             for number, line in enumerate(lines, start=1):
                 if regex.search(line):
@@ -181,18 +192,3 @@ def _apply_edit(text: str, old: str, new: str, replace_all: bool, where: str) ->
             f"{where}: old_string occurs {count} times; add surrounding lines to make it unique or set replace_all"
         )
     return text.replace(old, new) if replace_all else text.replace(old, new, 1)
-
-
-def _atomic_write(path: Path, content: str, root: Path) -> None:
-    """Write via a temporary file and rename. New files and folders take the workspace folder's owner, so that a
-    sandbox running the agent's commands as another user can still edit what the tools wrote."""
-    owner = root.stat()
-    chown = os.geteuid() == 0 and owner.st_uid != 0
-    missing = [p for p in [path.parent, *path.parent.parents] if root in p.parents and not p.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(content)
-    if chown:
-        for item in [*missing, tmp]:
-            os.chown(item, owner.st_uid, owner.st_gid)
-    os.replace(tmp, path)

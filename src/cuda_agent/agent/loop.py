@@ -15,10 +15,11 @@ from cuda_agent.agent.best import BestKernel
 from cuda_agent.agent.config import AgentConfig
 from cuda_agent.agent.context import condense
 from cuda_agent.agent.env import AgentEnv
-from cuda_agent.agent.policy import ContextOverflowError, Policy
+from cuda_agent.agent.policy import Policy
+from cuda_agent.agent.tool_turn import run_tool_calls
 from cuda_agent.agent.trajectory import VERSION, Trajectory, TrajectoryError, TrajectoryWriter, now_iso
-from cuda_agent.agent.types import AssistantTurn, Message, ToolCall, Usage
-from cuda_agent.errors import PolicyError
+from cuda_agent.agent.types import AssistantTurn, Message, Usage
+from cuda_agent.errors import ContextOverflowError, PolicyError
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -138,34 +139,24 @@ class Agent:
             record["usage"] = turn.usage.to_dict()
             if turn.finish_reason:
                 record["finish_reason"] = turn.finish_reason
-            calls: tuple[ToolCall | None, ...] = turn.tool_calls or (None,)
-            for index, call in enumerate(calls):
-                observation, reward, terminated, truncated, info = self.env.step(call or ToolCall(""))
-                if turn.finish_reason == "length":
-                    observation += ("\n[your reply hit the completion-token limit and was cut off"
-                                    + (" before any tool call" if call is None else "")
-                                    + "; write shorter replies: less prose, one file or one edit per call]")
-                if call is None:
-                    self._add(Message("user", observation), record)
-                else:
-                    self._add(Message("tool", observation, tool_call_id=call.id, name=call.name), record)
-                record["results"].append({"tool_call_id": call.id if call else "", "observation": observation,
-                                          "reward": reward, "terminated": terminated, "truncated": truncated,
-                                          "info": info})
-                if self.progress is not None:
-                    self.progress({**info, "reward": reward, "terminated": terminated, "truncated": truncated})
-                if terminated or truncated:
-                    for skipped in calls[index + 1:]:
-                        if skipped is not None:
-                            self._add(Message("tool", "not run: the episode ended", tool_call_id=skipped.id,
-                                              name=skipped.name), record)
-                    raise AgentExit(str(info.get("end_reason")), observation)
+            answered = run_tool_calls(self.env.step, turn.tool_calls, cut_off=turn.finish_reason == "length",
+                                      on_result=self._report)
+            for message in answered.messages:
+                self._add(message, record)
+            record["results"] = answered.results
+            if answered.ended:
+                raise AgentExit(answered.end_reason, answered.observations[-1])
         finally:
             if record["messages"] and self._writer is not None:
                 state = self.env.state()
                 record["env"] = {"turns": state.turns, "usage": state.usage.to_dict(), "elapsed_s": state.elapsed_s,
                                  "malformed_calls": state.malformed_calls, "builds_ok": state.builds_ok}
                 self._writer.append(record)
+
+    def _report(self, result: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress({**result["info"], "reward": result["reward"], "terminated": result["terminated"],
+                           "truncated": result["truncated"]})
 
     def _query(self) -> AssistantTurn:
         tools = self.env.tool_schemas()

@@ -1,34 +1,24 @@
 """`OpenAIPolicy`: any OpenAI-compatible chat-completions endpoint with tool calling (vLLM, SGLang, hosted APIs).
 
-Standard library only (urllib): no SDK needed. Transient failures (HTTP 429 and 5xx, refused or dropped
-connections, timeouts) are retried with exponential backoff, honouring ``Retry-After``; each call's tokens and cost
-are accounted in the returned turn's `Usage`.
+Requests go through `cuda_agent.llm_client.ChatEndpoint` (the openai SDK, with our retries of transient failures:
+HTTP 429 and 5xx, refused or dropped connections, timeouts, honouring ``Retry-After``). This module adds what is the
+agent's own: the request (messages, tools), reading tool calls (the server's, or written as text by a model the
+server does not parse for), and each call's tokens and cost in the returned turn's `Usage`.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-import random
-import socket
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from cuda_agent.agent.policy import ContextOverflowError
 from cuda_agent.agent.toolparse import TOOL_CALL_OPEN, parse_json_tool_calls, parse_tool_calls
 from cuda_agent.agent.types import AssistantTurn, Message, ToolCall, Usage
 from cuda_agent.errors import ConfigError, PolicyError
+from cuda_agent.llm_client import ChatEndpoint, RetryPolicy
 
 log = logging.getLogger(__name__)
-
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-# How servers word "the prompt does not fit": vLLM/OpenAI ("maximum context length"), llama.cpp ("exceed context
-# window", "exceeds the available context size"), others.
-_OVERFLOW_HINTS = ("context length", "context_length", "maximum context", "too many tokens", "prompt is too long",
-                   "context window", "context size", "n_ctx")
 
 
 @dataclass(frozen=True)
@@ -89,7 +79,9 @@ class OpenAIPolicy:
 
     def __init__(self, config: OpenAIConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
-        self._sleep = sleep
+        self.endpoint = ChatEndpoint(
+            config.base_url, config.api_key, timeout_s=config.timeout_s, sleep=sleep,
+            retry=RetryPolicy(config.max_retries, config.backoff_s, config.backoff_max_s))
         self.usage = Usage()
 
     def query(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> AssistantTurn:
@@ -103,47 +95,11 @@ class OpenAIPolicy:
         if tools:
             body["tools"] = list(tools)
             body["tool_choice"] = "auto"
-        data = self._post_with_retries(body)
+        data = self.endpoint.complete(body)
         names = [str((t.get("function") or {}).get("name", "")) for t in tools if isinstance(t, Mapping)]
         turn = self._parse(data, names)
         self.usage = self.usage + turn.usage
         return turn
-
-    def _post_with_retries(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        url = self.config.base_url + "/chat/completions"
-        payload = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
-        last_error = ""
-        for attempt in range(self.config.max_retries + 1):
-            retry_after: float | None = None
-            try:
-                request = urllib.request.Request(url, data=payload, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:
-                    return json.loads(response.read().decode())
-            except urllib.error.HTTPError as exc:
-                text = exc.read().decode(errors="replace")[:2000]
-                if exc.code == 400 and any(h in text.lower() for h in _OVERFLOW_HINTS):
-                    raise ContextOverflowError(f"{url}: the conversation is longer than the model's context: {text}") from exc
-                if exc.code not in RETRY_STATUS:
-                    raise PolicyError(f"{url}: HTTP {exc.code}: {text}; check the model name, key and request") from exc
-                last_error = f"HTTP {exc.code}: {text[:300]}"
-                retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as exc:
-                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            except json.JSONDecodeError as exc:
-                last_error = f"reply is not JSON: {exc}"
-            if attempt == self.config.max_retries:
-                break
-            delay = min(self.config.backoff_max_s, self.config.backoff_s * 2**attempt) * (0.5 + random.random() / 2)
-            delay = max(delay, retry_after or 0.0)
-            log.warning("model endpoint: %s; retry %d/%d in %.1f s", last_error, attempt + 1, self.config.max_retries, delay)
-            self._sleep(delay)
-        raise PolicyError(
-            f"{url}: gave up after {self.config.max_retries + 1} attempts; last error: {last_error}. "
-            "Check that the server is up (OPENAI_BASE_URL) and not overloaded."
-        )
 
     def _parse(self, data: Mapping[str, Any], tool_names: Sequence[str] = ()) -> AssistantTurn:
         try:
@@ -175,12 +131,3 @@ class OpenAIPolicy:
         completion = int(usage_data.get("completion_tokens") or 0)
         cost = (prompt * self.config.price_prompt + completion * self.config.price_completion) / 1e6
         return AssistantTurn(content, tuple(calls), Usage(prompt, completion, cost, 1), str(finish or ""))
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None

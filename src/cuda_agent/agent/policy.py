@@ -20,10 +20,6 @@ class Policy(Protocol):
     def query(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> AssistantTurn: ...
 
 
-class ContextOverflowError(PolicyError):
-    """The endpoint rejected the request because the conversation is longer than the model's context window."""
-
-
 def estimate_tokens(text: str) -> int:
     """A rough token count (4 characters a token): enough for budgets and for deciding when to condense."""
     return (len(text) + 3) // 4

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from cuda_agent.errors import ConfigError
+from cuda_agent.evaluator.result import EvalResult
 
 _LEVEL_PREFIX = re.compile(r"^L(\d+)[/_]")
 
@@ -149,70 +150,35 @@ def best_per_task(outcomes: Iterable[TaskOutcome]) -> dict[str, TaskOutcome]:
     return best
 
 
-def _get(result: Any, name: str) -> Any:
-    if isinstance(result, Mapping):
-        return result.get(name)
-    return getattr(result, name, None)
-
-
-def median_ms_of(stats: Any) -> float | None:
-    """The ``median_ms`` of timing stats (a `TimingStats` or its dict), or None."""
-    if stats is None:
-        return None
-    value = stats.get("median_ms") if isinstance(stats, Mapping) else getattr(stats, "median_ms", None)
-    return _opt_float(value)
-
-
-def baseline_ms(result: Any, name: str) -> float | None:
-    """The median of baseline ``name`` (``eager`` or ``compile``) as the result's speedups used it: the cached
-    time times the result's ``baseline_drift`` (eager PyTorch timed again during the evaluation), when present."""
-    median = median_ms_of(_get(result, name))
-    drift = _opt_float(_get(result, "baseline_drift"))
-    return median * drift if median is not None and drift is not None else median
-
-
-def _rule_names(result: Any) -> tuple[str, ...]:
-    names: list[str] = []
-    for violation in _get(result, "rules_fired") or ():
-        if isinstance(violation, str):
-            names.append(violation)
-        elif isinstance(violation, Mapping):
-            names.append(str(violation.get("rule", "")))
-        else:
-            names.append(str(getattr(violation, "rule", violation)))
-    return tuple(dict.fromkeys(n for n in names if n))
-
-
-def outcome_from_eval(result: Any, level: int | None = None, *, task_id: str | None = None,
+def outcome_from_eval(result: EvalResult, level: int | None = None, *, task_id: str | None = None,
                       solution: str | None = None, trajectory: str | None = None) -> TaskOutcome:
-    """Turn an evaluator result (an `EvalResult` or its ``to_dict()``) into a `TaskOutcome`.
+    """Turn the evaluator's `EvalResult` into a `TaskOutcome` (a stored or transmitted result: `EvalResult.from_dict`
+    it first).
 
-    Speedups are the evaluator's (baseline median / candidate median); a result whose stage is not a correct one
-    is incorrect whatever its ``correct`` flag says.
+    Correct means `EvalResult.passed` (a correct stage and no rule fired), the same test the reward makes; speedups
+    and times are the evaluator's, the baselines scaled by its drift (so eager_ms / candidate_ms is the speedup).
     """
-    tid = task_id or str(_get(result, "task_id") or "")
+    tid = task_id or result.task_id
     if not tid:
         raise ConfigError("evaluation result has no task_id; pass task_id=")
-    stage = str(_get(result, "stage") or "")
-    correct = bool(_get(result, "correct")) and stage in ("correct", "timed", "")
+    correct = result.passed
 
-    def speed(name: str) -> float | None:
-        value = _opt_float(_get(result, name))
-        return value if correct and value is not None and value > 0 else None
+    def speed(value: float | None) -> float | None:
+        return value if correct and value is not None and math.isfinite(value) and value > 0 else None
 
     return TaskOutcome(
         task_id=tid,
         level=level if level is not None else level_of(tid),
         correct=correct,
-        speedup_vs_eager=speed("speedup_eager"),
-        speedup_vs_compile=speed("speedup_compile"),
-        eager_ms=baseline_ms(result, "eager"),
-        compile_ms=baseline_ms(result, "compile"),
-        candidate_ms=median_ms_of(_get(result, "candidate")),
-        stage=stage,
-        rules_fired=_rule_names(result),
-        reward=_opt_float(_get(result, "reward")),
+        speedup_vs_eager=speed(result.speedup_eager),
+        speedup_vs_compile=speed(result.speedup_compile),
+        eager_ms=result.baseline_ms("eager"),
+        compile_ms=result.baseline_ms("compile"),
+        candidate_ms=result.candidate_ms,
+        stage=result.stage,
+        rules_fired=result.rule_names,
+        reward=float(result.reward),
         solution=solution,
         trajectory=trajectory,
-        error="" if correct else str(_get(result, "reason") or "")[:500],
+        error="" if correct else result.reason[:500],
     )

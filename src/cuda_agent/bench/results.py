@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from cuda_agent.bench.outcome import TaskOutcome, best_per_task, outcome_from_eval
+from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.errors import ConfigError
 
 RESULTS_SCHEMA = 1
@@ -111,6 +112,6 @@ def outcomes_from_store(store: Any, run_id: str, levels: Mapping[str, int | None
         if record.status != "done":
             continue
         tid = record.task_id or str(record.result.get("task_id", ""))
-        outcomes.append(outcome_from_eval(record.result, (levels or {}).get(tid), task_id=tid,
+        outcomes.append(outcome_from_eval(EvalResult.from_dict(record.result), (levels or {}).get(tid), task_id=tid,
                                           solution=record.result.get("solution") or None))
     return outcomes

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_agent.bench.offline import task_key
-from cuda_agent.bench.outcome import TaskOutcome, baseline_ms, failed, median_ms_of
+from cuda_agent.bench.outcome import TaskOutcome, failed
 from cuda_agent.bench.results import BenchResults, load_results, save_results
 from cuda_agent.errors import ConfigError, CudaAgentError
 from cuda_agent.tasks import Task, TaskSet
@@ -56,7 +56,7 @@ def outcome_from_episode(task: Task, episode: Any, run_dir: Path) -> TaskOutcome
                            reward=-1.0, trajectory=trajectory)
     best.write(run_dir / "kernels" / key)
     ev = best.evaluation
-    raw = dict(ev.raw or {})
+    result = ev.result
 
     return TaskOutcome(
         task_id=task.id,
@@ -64,9 +64,9 @@ def outcome_from_episode(task: Task, episode: Any, run_dir: Path) -> TaskOutcome
         correct=bool(ev.correct),
         speedup_vs_eager=ev.speedup_vs_eager if ev.correct else None,
         speedup_vs_compile=ev.speedup_vs_compile if ev.correct else None,
-        eager_ms=baseline_ms(raw, "eager"),
-        compile_ms=baseline_ms(raw, "compile"),
-        candidate_ms=median_ms_of(raw.get("candidate")),
+        eager_ms=result.baseline_ms("eager") if result else None,
+        compile_ms=result.baseline_ms("compile") if result else None,
+        candidate_ms=result.candidate_ms if result else None,
         stage=ev.stage,
         rules_fired=tuple(ev.rules_fired),
         reward=float(best.reward),

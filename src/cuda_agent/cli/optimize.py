@@ -77,16 +77,16 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 def _load_task(path: Optional[Path]):
     from cuda_agent.agent.examples import example_task
-    from cuda_agent.tasks import load_task_file
+    from cuda_agent.errors import TaskError
+    from cuda_agent.tasks import load_task_file, resolve_task
 
     if path is None:
         return example_task()
-    if not path.exists():
+    if not path.exists():  # a KernelBench id (L1/19_ReLU), or a typo
         try:
-            from cuda_agent.tasks import resolve_task  # type: ignore[attr-defined]
-        except ImportError:
-            raise _fail(f"{path}: no such file; give a KernelBench-format model.py (Model, get_inputs, get_init_inputs)")
-        return resolve_task(str(path))
+            return resolve_task(str(path))
+        except TaskError as exc:
+            raise _fail(f"{exc}; give a KernelBench-format model.py (Model, get_inputs, get_init_inputs)") from exc
     return load_task_file(path, validate=False)  # syntax only here: the evaluator runs the task, isolated
 
 

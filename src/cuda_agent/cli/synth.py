@@ -61,9 +61,9 @@ def register(app: typer.Typer) -> None:
 
                 comp = RuleComposer(cat, seed=seed)
             else:
-                from cuda_agent.synth import LLMComposer, UrllibChatClient
+                from cuda_agent.synth import LLMComposer, OpenAIChatClient
 
-                comp = LLMComposer(cat, UrllibChatClient.from_env(base_url, model), seed=seed)
+                comp = LLMComposer(cat, OpenAIChatClient.from_env(base_url, model), seed=seed)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           console=console) as bar:
                 task = bar.add_task("accepted", total=n)

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from cuda_agent.errors import ConfigError
 
 MODES = ("strict", "relaxed")
+# What a command asks of the evaluator: "verify" checks correctness only; "profile" (the agent's command) and "full"
+# (what the reward and the benchmarks use) verify and time. They are the pool's job kinds too.
+KINDS = ("verify", "profile", "full")
 MAX_TIMEOUT_S = 24 * 3600.0
 
 # (atol, rtol) by dtype name. "paper" is the CUDA Agent paper's (and KernelBench's) 1e-2 for fp32.
@@ -125,6 +128,23 @@ class EvalConfig:
             return (0.0, 0.0)
         atol, rtol = preset[dtype_name]
         return (self.atol if self.atol is not None else atol, self.rtol if self.rtol is not None else rtol)
+
+    @classmethod
+    def for_kind(cls, kind: str, base: "EvalConfig | None" = None, *, breakdown: bool = False) -> "EvalConfig":
+        """The config for one command ``kind`` (see KINDS), starting from ``base`` (the defaults when None).
+
+        ``verify`` turns timing off (and with it the per-kernel breakdown, which needs timing). ``profile`` and
+        ``full`` turn timing on. The breakdown is on only when asked for: by ``breakdown`` (the agent's
+        ``profile --breakdown``) or by ``base`` itself. It is never switched on by the kind alone, because it
+        profiles the candidate's and torch.compile's kernels once more (GPU time every call) and because the same
+        command must cost the same and show the same thing whether it runs here or on a pool.
+        """
+        if kind not in KINDS:
+            raise ConfigError(f"evaluation kind must be one of {KINDS}, got {kind!r}")
+        config = base if base is not None else cls()
+        if kind == "verify":
+            return replace(config, profile=False, kernel_breakdown=False)
+        return replace(config, profile=True, kernel_breakdown=config.kernel_breakdown or breakdown)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -98,6 +98,25 @@ class EvalResult:
     def rule_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v.rule for v in self.rules_fired))
 
+    @property
+    def passed(self) -> bool:
+        """Correct at a correct stage with no rule fired: what every reward and benchmark counts as correct."""
+        return self.correct and self.stage in CORRECT_STAGES and not self.rules_fired
+
+    def baseline_ms(self, name: str) -> float | None:
+        """The median of baseline ``name`` (``eager`` or ``compile``) as the speedups used it: the cached time times
+        ``baseline_drift`` where eager PyTorch was timed again during the evaluation. None when not timed."""
+        if name not in ("eager", "compile"):
+            raise ValueError(f"baseline must be 'eager' or 'compile', got {name!r}")
+        stats = getattr(self, name)
+        if stats is None:
+            return None
+        return stats.median_ms * (self.baseline_drift if self.baseline_drift is not None else 1.0)
+
+    @property
+    def candidate_ms(self) -> float | None:
+        return self.candidate.median_ms if self.candidate is not None else None
+
     def trimmed(self, max_log_chars: int) -> "EvalResult":
         return replace(self, log=_trim(self.log, max_log_chars), reason=_trim(self.reason, max_log_chars))
 
@@ -162,19 +181,12 @@ def failure(task_id: str, stage: str, reason: str, **kwargs: Any) -> EvalResult:
 
 def reward(result: EvalResult, threshold: float = 0.05) -> int:
     """The paper's discrete reward of a result: -1 unless correct; 3/2/1 by the speedups (1 when not timed)."""
-    correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
-    return discrete_reward(correct, result.speedup_eager, result.speedup_compile, threshold)
+    return discrete_reward(result.passed, result.speedup_eager, result.speedup_compile, threshold)
 
 
 def continuous(result: EvalResult) -> float:
     """compile time (times the baseline drift) / candidate time when correct and timed; -1 when incorrect; 1.0 when
     correct but not timed."""
-    correct = result.correct and result.stage in CORRECT_STAGES and not result.rules_fired
-    if correct and (result.compile is None or result.candidate is None):
+    if result.passed and (result.compile is None or result.candidate is None):
         return 1.0
-    drift = result.baseline_drift if result.baseline_drift is not None else 1.0
-    return continuous_reward(
-        correct,
-        result.compile.median_ms * drift if result.compile else None,
-        result.candidate.median_ms if result.candidate else None,
-    )
+    return continuous_reward(result.passed, result.baseline_ms("compile"), result.candidate_ms)

@@ -63,17 +63,6 @@ class Evaluator(Protocol):
         """Warm up inside the worker process before it reports ready (import, start helpers)."""
 
 
-def _apply_kind(config: dict[str, Any], kind: str) -> dict[str, Any]:
-    config = dict(config)
-    if kind == "verify":
-        config["profile"] = False
-    elif kind == "profile":
-        config.update(profile=True, kernel_breakdown=True)
-    else:
-        config["profile"] = True
-    return config
-
-
 def query_gpu_names() -> list[str]:
     """GPU model names from nvidia-smi (in CUDA_VISIBLE_DEVICES order is not guaranteed); empty without one."""
     try:
@@ -87,17 +76,14 @@ def query_gpu_names() -> list[str]:
 _WARM: dict[str, Any] = {}
 
 
-def _warm_worker() -> Any | None:
-    """This worker process's evaluation fork server, started on first use; None when the evaluator has none."""
+def _warm_worker() -> Any:
+    """This worker process's evaluation fork server, started on first use."""
     if "worker" not in _WARM:
-        try:
-            from cuda_agent.evaluator import WarmWorker
-        except ImportError:
-            _WARM["worker"] = None
-        else:
-            worker = WarmWorker()
-            worker.start()
-            _WARM["worker"] = worker
+        from cuda_agent.evaluator import WarmWorker
+
+        worker = WarmWorker()
+        worker.start()
+        _WARM["worker"] = worker
     return _WARM["worker"]
 
 
@@ -129,7 +115,7 @@ class RealEvaluator:
     def evaluate(self, job: EvalJob, workdir: Path) -> dict[str, Any]:
         from cuda_agent.evaluator.config import EvalConfig
 
-        config = EvalConfig.from_dict(_apply_kind(job.config_dict(), job.kind))
+        config = EvalConfig.for_kind(job.kind, EvalConfig.from_dict(job.config_dict()))
         solution = job.solution.materialize(job.task, workdir)
         from cuda_agent.evaluator import evaluate
 

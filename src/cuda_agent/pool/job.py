@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cuda_agent.errors import ConfigError, WorkspaceError
+from cuda_agent.evaluator.config import KINDS
 from cuda_agent.store.keys import files_digest
 from cuda_agent.tasks.task import Task
 
-JOB_KINDS = ("verify", "profile", "full")
+JOB_KINDS = KINDS
 SOLUTION_KINDS = ("workspace", "file")
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 SINGLE_FILE_NAME = "solution.py"
@@ -164,8 +165,9 @@ class EvalJob:
         task: the reference task.
         solution: the solution's files as they were at submit time.
         config: an `EvalConfig` (None: the evaluator's defaults); the job's ``kind`` overrides its profiling flags.
-        kind: ``verify`` (correctness only), ``profile`` (correctness, timing and a per-kernel breakdown: what the
-            agent's profile command shows) or ``full`` (correctness and timing: what the reward uses).
+        kind: ``verify`` (correctness only), ``profile`` (correctness and timing: the agent's profile command) or
+            ``full`` (correctness and timing: what the reward uses); `EvalConfig.for_kind` applies it. A per-kernel
+            breakdown is made only when the config asks for one.
         job_id: unique id (a random hex string unless given).
         run_id: the run this job belongs to, if any (see `run_jobs`).
         force: evaluate even when the store holds a result for the same cache key.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,9 @@ from typing import Any
 import torch
 
 from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
+from cuda_agent.rl.stage_io import Progress
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -253,14 +252,14 @@ def run_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None) -> tupl
     """The ``ppo`` stage of the small path: actor from ``actor_path``, critic from ``critic_path``. Raises
     `ConfigError` when either path is missing from the config, `PolicyError` when generation fails."""
     from cuda_agent.rl.envfactory import make_env
-    from cuda_agent.rl.small import HFGenerator, _limits, collect_episode
-    from cuda_agent.rl.stages import load_task_list
+    from cuda_agent.rl.generation import HFGenerator, collect_episode, rollout_limits
+    from cuda_agent.rl.stage_io import load_task_list
 
     cfg.require("critic_path")
     trainee = load_trainee(cfg)
     tokenizer = trainee.tokenizer
     tasks = load_task_list(cfg)
-    limits = _limits(cfg)
+    limits = rollout_limits(cfg)
     env_settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
     generator = HFGenerator(trainee.actor, tokenizer, temperature=trainee.settings.temperature)
     per_step, repeats = int(cfg.get("global_batch", 4)), max(1, int(cfg.get("rollout.n", 1)))

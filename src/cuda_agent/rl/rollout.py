@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
+from cuda_agent.agent.tool_turn import run_tool_calls
 from cuda_agent.agent.types import Message, ToolCall
 from cuda_agent.errors import PolicyError
 from cuda_agent.rl.chat import IM_END, ChatFormat, TokenizerLike
@@ -190,29 +191,19 @@ async def run_token_episode(
         text = tokenizer.decode(token_ids, skip_special_tokens=False)
         parsed = parse_tool_calls(text.removesuffix(IM_END))
         malformed += parsed.n_malformed
-        turn_messages = [Message("assistant", parsed.content, tool_calls=parsed.calls)]
-        results: list[dict[str, Any]] = []
-        outputs: list[str] = []
-        done = False
-        for call in parsed.calls or (ToolCall(""),):
-            observation, step_reward, terminated, truncated, info = await loop.run_in_executor(None, env.step, call)
-            calls_seen.append((call.name, call.arguments_json()))
-            observations.append(observation)
-            outputs.append(observation)
-            role = "tool" if call.name or parsed.calls else "user"
-            turn_messages.append(Message(role, observation, tool_call_id=call.id, name=call.name) if role == "tool"
-                                 else Message("user", observation))
-            results.append({"tool_call_id": call.id, "observation": observation, "reward": step_reward,
-                            "terminated": terminated, "truncated": truncated, "info": info})
-            if terminated or truncated:
-                reward, end_reason, done = float(step_reward), str(info.get("end_reason") or "ended"), True
-                break
+        # The agent loop's own step (one thread hop per turn). A reply cut at the token limit shows in the chat
+        # markers (the assistant turn is closed for it), so no note is added to the observations here.
+        answered = await loop.run_in_executor(None, run_tool_calls, env.step, parsed.calls)
+        calls_seen += [(call.name, call.arguments_json()) for call in answered.ran]
+        observations += answered.observations
+        turn_messages = [Message("assistant", parsed.content, tool_calls=parsed.calls), *answered.messages]
         messages.extend(turn_messages)
         if on_turn is not None:
-            on_turn(TurnEvent(turns, text, parsed, tuple(turn_messages), tuple(results)))
-        if done:
+            on_turn(TurnEvent(turns, text, parsed, tuple(turn_messages), tuple(answered.results)))
+        if answered.ended:
+            reward, end_reason = answered.reward, answered.end_reason
             break
-        obs_ids = tokenizer.encode(_observation_text(chat, outputs, ended_turn, tokenizer, limits),
+        obs_ids = tokenizer.encode(_observation_text(chat, answered.observations, ended_turn, tokenizer, limits),
                                    add_special_tokens=False)
         room = limits.response_length - len(asm.ids)
         if len(obs_ids) >= room:

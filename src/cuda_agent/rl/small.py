@@ -18,19 +18,19 @@
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cuda_agent.rl.config import StageConfig
-from cuda_agent.rl.stages import StageResult, load_task_list, out_dir_of
+from cuda_agent.rl.generation import HFGenerator, collect_episode, rollout_limits
+from cuda_agent.rl.stage_io import Progress, StageResult, load_task_list, out_dir_of
 
 log = logging.getLogger(__name__)
 
 
-def run_small_stage(cfg: StageConfig, progress: Callable[[str, int, int], None] | None = None) -> StageResult:
+def run_small_stage(cfg: StageConfig, progress: Progress | None = None) -> StageResult:
     out = out_dir_of(cfg)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "ppo":
@@ -86,7 +86,7 @@ def _algorithm(cfg: StageConfig, key: str, stage: str) -> str:
 
 
 def _warmup(cfg: StageConfig, out: Path,
-            progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+            progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
     if _algorithm(cfg, "small.warmup_algorithm", "warmup") == "grpo":
         return _warmup_grpo(cfg, out)
     from cuda_agent.rl.warmup_ppo import run_warmup_ppo_stage
@@ -120,70 +120,6 @@ def _warmup_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[st
     return {"warmup_steps": float(trainer.state.global_step)}, {"actor": str(final), "log": _save_log(out, "warmup", history)}
 
 
-class HFGenerator:
-    """A generation server over a transformers model, for `run_token_episode` (sampling, log-probabilities)."""
-
-    def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, seed: int = 0) -> None:
-        self.model, self.tokenizer, self.temperature = model, tokenizer, temperature
-        self.seed = seed
-
-    async def __call__(self, context: list[int], params: dict[str, Any]) -> Any:
-        import torch
-
-        from cuda_agent.rl.scripted import ScriptedOutput
-
-        ids = torch.tensor([context])
-        with torch.no_grad():
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
-                                      temperature=self.temperature, max_new_tokens=int(params.get("max_tokens", 64)),
-                                      eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
-                                      output_scores=True, return_dict_in_generate=True)
-        new = out.sequences[0, ids.shape[1]:]
-        scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)[0]
-        return ScriptedOutput(token_ids=new.tolist(), log_probs=scores.tolist())
-
-
-def collect_episode(env: Any, task: Any, generate: Any, tokenizer: Any, limits: Any, path: Path,
-                    sampling: dict[str, Any] | None = None) -> Any:
-    """Run one token-level episode and write it as an agent trajectory (header, turns, end)."""
-    from cuda_agent.agent.trajectory import VERSION, TrajectoryWriter, now_iso
-    from cuda_agent.rl.rollout import run_token_episode
-
-    writer = TrajectoryWriter(path)
-    records: list[dict[str, Any]] = []
-
-    def on_turn(event: Any) -> None:
-        if not records:
-            header = {"type": "header", "version": VERSION, "time": now_iso(), "task": task.to_dict(),
-                      "workspace": str(env.workspace), "tools": env.tool_schemas(),
-                      "messages": [{"role": "system", "content": env.system_prompt},
-                                   {"role": "user", "content": env.task_prompt}]}
-            writer.append(header)
-            records.append(header)
-        record = {"type": "turn", "time": now_iso(), "messages": [m.to_openai() for m in event.messages],
-                  "results": list(event.results), "malformed_calls": event.parsed.n_malformed}
-        writer.append(record)
-        records.append(record)
-
-    try:
-        episode = asyncio.run(run_token_episode(env, task, generate, tokenizer, limits=limits, on_turn=on_turn,
-                                                sampling_params=sampling))
-        writer.append({"type": "end", "time": now_iso(), "reward": episode.reward, "reason": episode.end_reason,
-                       "turns": episode.assistant_turns, "malformed_calls": episode.malformed_calls})
-    finally:
-        writer.close()
-    return episode
-
-
-def _limits(cfg: StageConfig) -> Any:
-    from cuda_agent.rl.rollout import RolloutLimits
-
-    return RolloutLimits(max_turns=int(cfg.get("max_turns", 150)), response_length=int(cfg.require("max_response_tokens")),
-                         max_tokens_per_turn=int(cfg.get("max_tokens_per_turn", 8192)),
-                         max_observation_tokens=cfg.get("max_observation_tokens"),
-                         max_prompt_tokens=cfg.get("max_prompt_tokens"))
-
-
 def _collect(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from cuda_agent.rl.envfactory import make_env
     from cuda_agent.rl.scripted import ScriptedGenerationServer
@@ -193,7 +129,7 @@ def _collect(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, s
     tasks = load_task_list(cfg)
     traj_dir = out / "trajectories"
     traj_dir.mkdir(parents=True, exist_ok=True)
-    limits = _limits(cfg)
+    limits = rollout_limits(cfg)
     settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
     generator = HFGenerator(model, tokenizer, temperature=float(cfg.get("rollout.temperature", 1.0)))
     rewards: list[float] = []
@@ -329,7 +265,7 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
 
 
 def _ppo(cfg: StageConfig, out: Path,
-         progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+         progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
     if _algorithm(cfg, "small.ppo_algorithm", "ppo") == "grpo":
         return _ppo_grpo(cfg, out)
     from cuda_agent.rl.ppo_small import run_ppo_stage
@@ -345,7 +281,7 @@ def _ppo_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, 
 
     model, tokenizer = _load_actor(str(cfg.require("actor_path")))
     tasks = load_task_list(cfg)
-    rollout = EnvRollout(tasks, tokenizer, {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}, _limits(cfg),
+    rollout = EnvRollout(tasks, tokenizer, {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}, rollout_limits(cfg),
                          temperature=float(cfg.get("rollout.temperature", 1.0)), log_dir=out / "trajectories")
     rows = [{"prompt": [{"role": "user", "content": t.id}], "task_id": t.id} for t in tasks]
     trainer = GRPOTrainer(model=model, reward_funcs=env_reward, args=_grpo_args(cfg, out),

@@ -11,49 +11,23 @@ import json
 import logging
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.rl.config import StageConfig
+from cuda_agent.rl.stage_io import Progress, StageResult, load_task_list, out_dir_of
 
 log = logging.getLogger(__name__)
-Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """What a stage did: its outputs and metrics (steps, losses, rewards), and the command it launched."""
-
-    stage: str
-    engine: str
-    out_dir: Path
-    metrics: dict[str, float] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)
-    command: tuple[str, ...] = ()
-    returncode: int | None = None
-
-
-def out_dir_of(cfg: StageConfig) -> Path:
-    return Path(cfg.get("output_dir") or f"runs/rl/{cfg.stage}")
-
-
-def load_task_list(cfg: StageConfig) -> list[Any]:
-    from cuda_agent.tasks import load_tasks
-
-    tasks = list(load_tasks(str(cfg.require("tasks"))))
-    limit = cfg.get("max_tasks")
-    return tasks[: int(limit)] if limit else tasks
 
 
 def run_stage(cfg: StageConfig, *, dry_run: bool = False, progress: Progress | None = None) -> StageResult:
     """Run ``cfg``'s stage with its engine. Raises `ConfigError` for missing settings; a launched engine that
     fails is reported in ``returncode`` (its own log says why)."""
     if cfg.engine == "trl":
-        from cuda_agent.rl import small
+        from cuda_agent.rl.small import run_small_stage
 
-        return small.run_small_stage(cfg, progress=progress)
+        return run_small_stage(cfg, progress=progress)
     out = out_dir_of(cfg)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "collect":

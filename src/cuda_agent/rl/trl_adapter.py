@@ -41,7 +41,7 @@ class EnvRollout:
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         from cuda_agent.rl.envfactory import make_env
-        from cuda_agent.rl.small import HFGenerator, collect_episode
+        from cuda_agent.rl.generation import HFGenerator, collect_episode
 
         model = getattr(trainer, "model_wrapped", None) or trainer.model
         model = getattr(model, "module", model)

@@ -3,7 +3,7 @@
 Stage 1 of the recipe: the policy writes a whole single-file solution in one response. Each step takes
 ``global_batch`` prompts (tasks round-robin, each repeated ``rollout.n`` times; the prompt is
 `cuda_agent.rl.data.single_turn_messages`, the one the GRPO warm-up and verl's ``single_turn_agent`` use), samples
-ONE response per prompt with the actor (`cuda_agent.rl.small.HFGenerator`, as the other stages), scores it with
+ONE response per prompt with the actor (`cuda_agent.rl.generation.HFGenerator`, as the other stages), scores it with
 `warmup_reward` (the evaluator through ``eval.backend``, or the stand-in scorer on a machine without a GPU), and
 forms a one-turn token episode: prompt tokens ``response_mask`` 0, response tokens 1, the reward on the final
 response token. The update is exactly the ppo stage's (`cuda_agent.rl.ppo_small.ppo_update`: values from a critic,
@@ -83,8 +83,8 @@ def run_warmup_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None,
     """The ``warmup`` stage of the small path with PPO. ``reward_fn`` defaults to `warmup_reward` over
     ``eval.backend``. Raises `ConfigError` for a missing ``actor_path`` / ``total_steps`` / ``max_response_tokens``."""
     from cuda_agent.rl.data import single_turn_messages
-    from cuda_agent.rl.small import HFGenerator
-    from cuda_agent.rl.stages import load_task_list
+    from cuda_agent.rl.generation import HFGenerator
+    from cuda_agent.rl.stage_io import load_task_list
 
     trainee = load_trainee(cfg)
     backend = dict(cfg.get("eval.backend") or {"kind": "local"})

@@ -138,6 +138,21 @@ class Broker:
         self.close()
 
 
+def install_client(bin_dir: Path, python: str) -> Path:
+    """Write the ``cuda-agent`` client script (`cuda_agent.sandbox.client`, standard library only) into ``bin_dir``
+    for ``python`` to run without site packages, and return ``bin_dir``: the folder to put first on the commands'
+    PATH. The client finds the broker's socket in ``$CUDA_AGENT_BROKER``."""
+    from importlib import resources
+
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(bin_dir, 0o755)
+    body = resources.files("cuda_agent.sandbox").joinpath("client.py").read_text()
+    script = bin_dir / "cuda-agent"
+    script.write_text(f"#!{python} -S\n{body}")
+    os.chmod(script, 0o755)
+    return bin_dir
+
+
 def _read_request(conn: socket.socket) -> dict:
     data = b""
     while not data.endswith(b"\n"):

@@ -28,15 +28,15 @@ from cuda_agent.sandbox._monitor import (CanaryWatch, UidLease, chown_tree, dige
                                          unsafe_entries)
 from cuda_agent.sandbox._probe import bwrap_path, check_sandbox
 from cuda_agent.sandbox._seccomp import no_userns_filter
-from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler
+from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler, install_client
+from cuda_agent.sandbox.shell_base import WorkspaceShell
+from cuda_agent.workspace.workspace import PROTECTED_ROOTS
 
 log = logging.getLogger(__name__)
 
-FALLBACK_PROTECTED = ("model.py", "binding.py", "include/", "SKILL.md", ".cuda_agent/")
 DECOY_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.ssh/id_rsa")
 DECOY_DIRS = ("/root/.ssh", "/home")
 ORDINARY_PATHS = ("/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/etc", "/run", "/opt", "/workspace")
-MAX_READ_BYTES = 16 << 20
 SIGXFSZ_EXIT = 128 + 25
 
 
@@ -47,21 +47,11 @@ def _overlaps(path: str, others: Sequence[str]) -> bool:
 
 
 def protected_paths() -> tuple[str, ...]:
-    """The workspace paths the agent must not change, as `cuda_agent.workspace` defines them, with their top-level
-    folders protected whole (``include/``, ``.cuda_agent/``): the agent has nothing to write there."""
-    try:
-        from cuda_agent.workspace import PROTECTED_PATHS as listed
-    except ImportError:
-        listed = FALLBACK_PROTECTED
-    out: list[str] = []
-    for rel in listed:
-        rel = rel.strip("/")
-        top = rel.split("/", 1)[0]
-        out.append(top + "/" if "/" in rel else rel)
-    return tuple(dict.fromkeys(out))
+    """The workspace paths bound read-only: `cuda_agent.workspace.PROTECTED_ROOTS`, the one list every guard uses."""
+    return PROTECTED_ROOTS
 
 
-class Sandbox:
+class Sandbox(WorkspaceShell):
     """A confined shell over one workspace.
 
     Args:
@@ -128,7 +118,8 @@ class Sandbox:
         else:
             self.uid = SANDBOX_UID
         files = self._write_etc()
-        ro_dirs = {CLIENT_DIR: str(self._write_client()), MONITOR_DIR: str(write_monitor_shell(self._state))}
+        ro_dirs = {CLIENT_DIR: str(install_client(self._state / "bin", python_executable())),
+                   MONITOR_DIR: str(write_monitor_shell(self._state))}
         if broker is not None:
             if not isinstance(broker, Broker):
                 broker = self._own_broker = Broker(broker)
@@ -174,18 +165,6 @@ class Sandbox:
             (etc / name).write_text(text)
             os.chmod(etc / name, 0o644)
         return {f"/etc/{name}": str(etc / name) for name in texts}
-
-    def _write_client(self) -> Path:
-        from importlib import resources
-
-        bin_dir = self._state / "bin"
-        bin_dir.mkdir()
-        os.chmod(bin_dir, 0o755)
-        body = resources.files("cuda_agent.sandbox").joinpath("client.py").read_text()
-        script = bin_dir / "cuda-agent"
-        script.write_text(f"#!{python_executable()} -S\n{body}")
-        os.chmod(script, 0o755)
-        return bin_dir
 
     def _decoys(self, bound: list[str]) -> dict[str, str]:
         """Canary files at sensitive paths, watched with inotify: opening one is a read attempt, whatever trick
@@ -385,65 +364,12 @@ class Sandbox:
                 shutil.copy2(backup, path)
         return found
 
-    def _host_path(self, path: str, verb: str) -> Path:
-        rel = path[len(self.workspace_mount) + 1:] if path.startswith(self.workspace_mount + "/") else path
-        if rel.startswith("/") or not rel:
-            self._record([Violation("read_outside" if verb == "read" else "write_outside",
-                                    f"{verb}_file({path!r}) outside {self.workspace_mount}", "api")], path)
-            raise PermissionError(f"{path}: only files under {self.workspace_mount} can be {verb}")
-        host = (self.workspace / rel).resolve()
-        if host != self.workspace and not str(host).startswith(str(self.workspace) + os.sep):
-            self._record([Violation("read_outside" if verb == "read" else "write_outside",
-                                    f"{verb}_file({path!r}) resolves outside the workspace", "api")], path)
-            raise PermissionError(f"{path}: resolves outside {self.workspace_mount} (a symlink?)")
-        return host
-
-    def read_file(self, path: str) -> str:
-        """Text of a workspace file (``path`` relative to /workspace or absolute under it).
-
-        Raises:
-            PermissionError: the path lies outside the workspace (also through a symlink); recorded.
-            FileNotFoundError / IsADirectoryError: as the names say.
-            UnicodeDecodeError: the file is not UTF-8 text.
-            SandboxError: the file is larger than 16 MiB.
-        """
-        host = self._host_path(path, "read")
-        if host.is_dir():
-            raise IsADirectoryError(f"{path} is a folder")
-        size = host.stat().st_size
-        if size > MAX_READ_BYTES:
-            raise SandboxError(f"{path} is {size} bytes, more than read_file's {MAX_READ_BYTES}; read part of it "
-                               "with exec('head -c ...')")
-        return host.read_bytes().decode("utf-8")
-
-    def write_file(self, path: str, content: str | bytes) -> None:
-        """Create or replace a workspace file, making its folders.
-
-        Raises:
-            PermissionError: the path is protected or lies outside the workspace; recorded.
-            IsADirectoryError: the path is a folder.
-            SandboxError: the write would take the workspace past its disk quota.
-        """
-        host = self._host_path(path, "write")
-        rel = host.relative_to(self.workspace).as_posix()
-        if any(rel == p.rstrip("/") or rel.startswith(p if p.endswith("/") else p + "/") for p in self.protected):
-            self._record([Violation("protected_file", f"write_file({path!r}): protected", "api")], path)
-            raise PermissionError(f"{rel} is protected; write model_new.py or files under kernels/")
-        if host.is_dir():
-            raise IsADirectoryError(f"{path} is a folder")
-        data = content.encode() if isinstance(content, str) else content
-        quota = self.limits.disk_quota_bytes
-        old = host.stat().st_size if host.exists() else 0
-        if quota is not None and self._usage - old + len(data) > quota:
-            raise SandboxError(f"writing {len(data)} bytes to {rel} would take the workspace past its {quota}-byte "
-                               "disk quota; delete files first")
-        missing = [p for p in reversed(host.parents) if not p.exists()]
-        host.parent.mkdir(parents=True, exist_ok=True)
-        host.write_bytes(data)
+    def _owned(self, paths: Sequence[Path]) -> None:
+        """Files a file verb made become the sandbox user's (setuid identity), so the agent can change them from
+        bash too."""
         if self.identity == "setuid":
-            for p in [*missing, host]:
-                os.chown(p, self.uid, self.uid, follow_symlinks=False)
-        self._usage += len(data) - old
+            for path in paths:
+                os.chown(path, self.uid, self.uid, follow_symlinks=False)
 
     # -- records and lifetime ----------------------------------------------------------------------------------
 
@@ -473,12 +399,6 @@ class Sandbox:
         if self._lease is not None:
             self._lease.release()
         shutil.rmtree(self._state, ignore_errors=True)
-
-    def __enter__(self) -> "Sandbox":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __del__(self) -> None:
         try:

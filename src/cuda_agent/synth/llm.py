@@ -1,23 +1,23 @@
 """The LLM composer: an LLM fuses 2-5 catalog operators, chosen by seed, into one KernelBench-format task.
 
-The chat client is a small protocol (`ChatClient`): `UrllibChatClient` speaks the OpenAI-compatible chat-completions
-API with the standard library only; `ScriptedChatClient` replays fixed replies (offline runs, tests, and replaying a
+The chat client is a small protocol (`ChatClient`): `OpenAIChatClient` speaks the OpenAI-compatible chat-completions
+API through the project's one client (`cuda_agent.llm_client.ChatEndpoint`: the openai SDK and our retries);
+`ScriptedChatClient` replays fixed replies (offline runs, tests, and replaying a
 recorded synthesis). transformers modules are never given to the LLM: they stay standalone tasks, written by the
 rule-based code generator.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, Sequence
 
 from cuda_agent.errors import ConfigError, PolicyError
+from cuda_agent.llm_client import ChatEndpoint, RetryPolicy
 from cuda_agent.synth.compose import DEFAULT_WEIGHTS, Composed, RuleComposer
 from cuda_agent.synth.spec import Catalog, OperatorSpec
 
@@ -33,10 +33,11 @@ class ChatClient(Protocol):
 
 
 @dataclass(frozen=True)
-class UrllibChatClient:
-    """An OpenAI-compatible chat-completions endpoint (vLLM, SGLang, a hosted API), called with urllib.
+class OpenAIChatClient:
+    """An OpenAI-compatible chat-completions endpoint (vLLM, SGLang, a hosted API).
 
-    ``base_url`` is the API root (``http://host:8000/v1``); ``api_key`` may be empty for local servers.
+    ``base_url`` is the API root (``http://host:8000/v1``); ``api_key`` may be empty for local servers. Transient
+    failures are retried (`cuda_agent.llm_client`), up to ``max_retries`` times.
     """
 
     base_url: str
@@ -45,9 +46,10 @@ class UrllibChatClient:
     temperature: float = 0.8
     max_tokens: int = 2048
     timeout_s: float = 120.0
+    max_retries: int = 3
 
     @classmethod
-    def from_env(cls, base_url: str | None = None, model: str | None = None) -> "UrllibChatClient":
+    def from_env(cls, base_url: str | None = None, model: str | None = None) -> "OpenAIChatClient":
         """Settings from arguments, else ``CUDA_AGENT_BASE_URL``/``OPENAI_BASE_URL``, ``CUDA_AGENT_MODEL``, and
         ``CUDA_AGENT_API_KEY``/``OPENAI_API_KEY``; raises `ConfigError` naming what is missing."""
         url = base_url or os.environ.get("CUDA_AGENT_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
@@ -60,19 +62,18 @@ class UrllibChatClient:
         key = os.environ.get("CUDA_AGENT_API_KEY") or os.environ.get("OPENAI_API_KEY") or ""
         return cls(base_url=url.rstrip("/"), model=name, api_key=key)
 
+    @cached_property
+    def endpoint(self) -> ChatEndpoint:
+        return ChatEndpoint(self.base_url, self.api_key, timeout_s=self.timeout_s,
+                            retry=RetryPolicy(max_retries=self.max_retries))
+
     def chat(self, messages: Sequence[Message]) -> str:
-        body = json.dumps({"model": self.model, "messages": list(messages), "temperature": self.temperature,
-                           "max_tokens": self.max_tokens}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, headers=headers)
+        data = self.endpoint.complete({"model": self.model, "messages": list(messages),
+                                       "temperature": self.temperature, "max_tokens": self.max_tokens})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                data = json.loads(response.read())
-            return str(data["choices"][0]["message"]["content"] or "")
-        except (urllib.error.URLError, TimeoutError, KeyError, IndexError, ValueError) as exc:
-            raise PolicyError(f"chat request to {self.base_url} failed: {exc}; check the endpoint and model") from exc
+            return str(data["choices"][0]["message"].get("content") or "")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise PolicyError(f"chat reply from {self.base_url} has no choices[0].message: {str(data)[:300]}") from exc
 
 
 class ScriptedChatClient:

@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Iterable
 
 from cuda_agent.errors import ProtectedFileError, WorkspaceError
 from cuda_agent.tasks.task import Task
@@ -27,7 +28,19 @@ BINDING = "binding.py"
 HEADER = "include/cuda_agent.h"
 SKILL = "SKILL.md"
 PROTECTED_PATHS: tuple[str, ...] = (MODEL, BINDING, HEADER, SKILL, MANIFEST)
+# What the agent may not change, as every guard checks it (the sandbox's read-only binds, the file tools, writing a
+# solution): each protected file, and the top-level folder of a protected file inside one (``include/``,
+# ``.cuda_agent/``) whole, since the agent has nothing to write there. A folder ends in ``/``.
+PROTECTED_ROOTS: tuple[str, ...] = tuple(dict.fromkeys(
+    rel.split("/", 1)[0] + "/" if "/" in rel else rel for rel in PROTECTED_PATHS))
 AGENT_PATHS: tuple[str, ...] = (MODEL_NEW, KERNELS)
+
+
+def is_protected(rel: str, roots: Iterable[str] = PROTECTED_ROOTS) -> bool:
+    """Whether the workspace-relative POSIX path ``rel`` is, or lies inside, one of ``roots`` (PROTECTED_ROOTS
+    unless a caller protects others)."""
+    rel = rel.strip("/")
+    return any(rel == root.strip("/") or rel.startswith(root.strip("/") + "/") for root in roots)
 
 
 def _infra(name: str) -> bytes:
@@ -142,7 +155,7 @@ class Workspace:
             if self.root not in target.parents:
                 raise WorkspaceError(f"{rel}: outside the workspace")
             rel_posix = target.relative_to(self.root).as_posix()
-            if rel_posix in PROTECTED_PATHS or rel_posix.startswith(("include/", ".cuda_agent/")):
+            if is_protected(rel_posix):
                 raise ProtectedFileError(f"{rel_posix} is protected; write model_new.py or files under kernels/")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content.encode() if isinstance(content, str) else content)
