@@ -87,3 +87,20 @@ def test_a_compiler_installed_outside_usr_is_there_inside(workspace: Path, reque
         compiler_roots.cache_clear()
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["the compiler's own files", "compiled -c main.cpp"]
+
+
+def test_a_toolchain_under_the_hosts_tmp_is_not_hidden_by_the_sandboxs_tmp(workspace: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout cloned under /tmp has its virtual environment there: the sandbox's own /tmp must not cover it (it
+    did: every sandboxed Python then failed with 'No such file or directory')."""
+    from cuda_agent.sandbox import _layout, runner
+
+    prefix = tmp_path / "venv"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "marker").write_text("the toolchain is here\n")
+    roots = lambda: (str(prefix.resolve()),)  # noqa: E731
+    monkeypatch.setattr(_layout, "compiler_roots", roots)
+    monkeypatch.setattr(runner, "compiler_roots", roots)
+    (workspace / "look.sh").write_text(f"cat {prefix}/bin/marker\n")  # the path only in the script
+    done = sandboxed_runner(workspace)(["sh", "look.sh"], workspace, 60)
+    assert done.returncode == 0 and done.stdout == "the toolchain is here\n", done.stderr

@@ -129,9 +129,13 @@ class Layout:
         return args
 
     def args(self) -> list[str]:
-        args = self._parent_dirs() + self.toolchain_args()
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs",
-                 "/tmp", "--perms", "1777", "--size", str(min(self.tmp_bytes, 256 << 20)), "--tmpfs", "/dev/shm"]
+        # Rationale: the sandbox's own /tmp is mounted before anything is bound, so that what lives under the
+        # host's /tmp (a checkout's virtual environment, a workspace) is bound on top of it rather than hidden by it.
+        outside_tmp, inside_tmp = self._parent_dirs()
+        args = outside_tmp + ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(self.tmp_bytes),
+                              "--tmpfs", "/tmp", "--perms", "1777", "--size", str(min(self.tmp_bytes, 256 << 20)),
+                              "--tmpfs", "/dev/shm"]
+        args += inside_tmp + self.toolchain_args()
         for inside, host in self.files.items():
             args += ["--ro-bind", host, inside]
         for inside, host in self.ro_dirs.items():
@@ -154,9 +158,10 @@ class Layout:
         return args
 
 
-    def _parent_dirs(self) -> list[str]:
+    def _parent_dirs(self) -> tuple[list[str], list[str]]:
         """``--dir`` (mode 0755) for every folder bubblewrap would otherwise create on its own as a mount point's
-        parent: privileged bubblewrap makes those 0700, which would hide the toolchain from the sandbox's user."""
+        parent: privileged bubblewrap makes those 0700, which would hide the toolchain from the sandbox's user.
+        Two lists: the folders outside /tmp, and those inside it (made once the sandbox's /tmp is mounted)."""
         dests = [*python_roots(), *cuda_roots(), *compiler_roots(), *self.files, *self.ro_dirs, self.workspace_mount,
                  *self.ro, *self.rw, *(p for p in ETC_FILES if os.path.exists(p))]
         skip = ["/usr", "/proc", "/dev", *TOP_LEVEL_LINKS]
@@ -166,12 +171,11 @@ class Layout:
                 text = str(parent)
                 if text not in ("/", "/tmp") and not _contained(text, skip):
                     parents.add(text)
-        args: list[str] = []
+        outside: list[str] = []
+        inside: list[str] = []
         for text in sorted(parents, key=lambda p: (p.count("/"), p)):
-            if text.startswith("/tmp/"):
-                continue
-            args += ["--perms", "0755", "--dir", text]
-        return args
+            (inside if text.startswith("/tmp/") else outside).extend(["--perms", "0755", "--dir", text])
+        return outside, inside
 
 
 def namespace_args(identity: str) -> list[str]:
