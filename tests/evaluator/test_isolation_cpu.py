@@ -67,3 +67,35 @@ def test_spawn_fallback_reports_crash_and_success() -> None:
     honest = [c for c in cpu_cases() if c.name == "honest_tiny_mean"][0]
     result = evaluate(honest.load_task(), honest.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=120))
     assert result.stage == "correct" and result.correct
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_warm_worker_ends_when_its_owner_is_killed() -> None:
+    """A pool or a test run killed with SIGKILL cannot stop its warm worker: the worker (and the judges and
+    candidate processes under it) must notice on its own, or it lives on holding memory and, on a GPU host, a GPU."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    owner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom cuda_agent.evaluator import WarmWorker\n"
+                               "w = WarmWorker(); w.start(); print(w.pid, flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": src})
+    try:
+        server = int(owner.stdout.readline())
+        assert _running(server)
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 30
+    while _running(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running(server), "the warm worker outlived the process that started it"

@@ -140,9 +140,11 @@ class WarmWorker:
         if self.alive:
             return
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.evaluator.judge_process", "--serve", self.socket_path],
+            [sys.executable, "-m", "cuda_agent.evaluator.judge_process", "--serve", self.socket_path,
+             "--end-with-parent"],
+            # stdin: a pipe this process holds open until it ends (even by SIGKILL), when the server stops too
             stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "server.log"), "wb"),
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.PIPE, start_new_session=True,
             # torch.cuda.is_available() through NVML, not cuInit: a driver initialised before fork is unusable
             # in the forked children, and the server must stay CUDA-free.
             env=_child_env({"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})}),
@@ -156,6 +158,8 @@ class WarmWorker:
 
     def close(self) -> None:
         if self._proc is not None:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
             kill_group(self._proc.pid)
             self._proc.wait()
             procs.unregister_group(self._proc.pid)

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from typing import Any
 
 import torch  # noqa: F401  (imported once, before any fork)
@@ -113,7 +114,24 @@ def _new_spare() -> Any:
         return None
 
 
-def serve(socket_path: str) -> None:
+def _end_with_parent() -> None:
+    """Exit, with every judge forked from here, once the process that started this server is gone: its end of our
+    stdin (a pipe) closes however it ended, SIGKILL included, when it had no chance to stop us. The watching thread
+    reads the raw descriptor, so a judge forked while it waits inherits no Python lock it holds."""
+    def watch() -> None:
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="end-with-parent").start()
+
+
+def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
+    if end_with_parent:
+        _end_with_parent()
     _preload()
     if torch.cuda.is_initialized():
         raise RuntimeError("the warm worker initialised CUDA before forking; forked evaluations could not use it")
@@ -154,9 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job")
     parser.add_argument("--result")
     parser.add_argument("--serve")
+    parser.add_argument("--end-with-parent", action="store_true",
+                        help="with --serve: stop when stdin (a pipe from the starting process) closes")
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, end_with_parent=args.end_with_parent)
         return 0
     if not (args.job and args.result):
         parser.error("give --job JOB.json --result RESULT.json, or --serve SOCKET")
