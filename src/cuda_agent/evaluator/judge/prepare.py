@@ -8,9 +8,11 @@ declarations are all what they compile to.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,15 +174,8 @@ def inline_call_key(spec) -> str:  # noqa: ANN001 - an InlineSpec, imported lazi
     same call (`ca_runner.inline.spec_key`), so the call the solution makes at import finds what was built."""
     from cuda_agent.evaluator.runner.inline import spec_key
 
-    return spec_key({
-        "name": spec.name, "cpp_sources": list(spec.cpp_sources), "cuda_sources": list(spec.cuda_sources),
-        "functions": None if spec.functions is None else dict(spec.functions),
-        "extra_cflags": list(spec.extra_cflags), "extra_cuda_cflags": list(spec.extra_cuda_cflags),
-        "extra_ldflags": list(spec.extra_ldflags), "extra_include_paths": list(spec.extra_include_paths),
-        "with_cuda": spec.with_cuda, "is_python_module": spec.is_python_module,
-        "with_pytorch_error_handling": spec.with_pytorch_error_handling,
-        "no_implicit_headers": spec.no_implicit_headers,
-    })
+    # functions as the call would pass them (name -> docstring); every other field is already in the call's terms
+    return spec_key({**spec.to_dict(), "functions": None if spec.functions is None else dict(spec.functions)})
 
 
 def _build_inline_static(source: str, out: Path, config: EvalConfig, *, sandboxed: bool) -> dict | None:
@@ -189,9 +184,6 @@ def _build_inline_static(source: str, out: Path, config: EvalConfig, *, sandboxe
     content-addressed cache shared by every evaluation) and written into ``out`` with the index the candidate
     process reads. None when the calls are not static or a flag is outside the fast builder's allow-list: the
     caller then imports the solution in a sandboxed build process instead (slower, same result)."""
-    import os
-    import tempfile
-
     from cuda_agent.compiler.builder import default_cache_dir
     from cuda_agent.compiler.inline import InlineExtractionError, InlineSpecError, build_inline, extract_inline_specs
     from cuda_agent.errors import BuildError
@@ -247,7 +239,7 @@ def _build_inline(scratch: Path, config: EvalConfig, *, sandboxed: bool, gpu: bo
     command = [sys.executable, "-m", "ca_runner.inline", "/scratch/solution.py", f"/scratch/{INLINE_DIR}"]
     timeout = max(30.0, config.timeout_s)
     env = {"PYTHONPATH": RUNNER_MOUNT, "TORCH_EXTENSIONS_DIR": "/tmp/torch_extensions",
-           "MAX_JOBS": str(max(1, (os_cpu() or 2)))}
+           "MAX_JOBS": str(max(1, os.cpu_count() or 2))}
     if config.arch:
         env["TORCH_CUDA_ARCH_LIST"] = _torch_arch(config.arch)
     try:
@@ -255,8 +247,6 @@ def _build_inline(scratch: Path, config: EvalConfig, *, sandboxed: bool, gpu: bo
             spec = ConfinedSpec(scratch=scratch, ro_dirs={RUNNER_MOUNT: runner_copy()}, gpu=gpu, env=env)
             done = run_confined(spec, command, timeout)
         else:
-            import os
-
             done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout,
                                   env={**os.environ, **env, "PYTHONPATH": runner_copy()})
             done = subprocess.CompletedProcess(command, done.returncode, done.stdout + done.stderr, "")
@@ -270,7 +260,6 @@ def _build_inline(scratch: Path, config: EvalConfig, *, sandboxed: bool, gpu: bo
 def _read_index(path: Path) -> dict:
     """The inline build's index, a file the candidate's build process wrote: only a regular file, no link, no FIFO
     (which would hang the judge), bounded in size."""
-    import os
     import stat
 
     try:
@@ -309,12 +298,6 @@ def compiled_kernels(objects: list[Path]) -> tuple[str, ...]:
             continue
         names.extend(_FUNCTION.findall(done.stdout))
     return tuple(dict.fromkeys(names))
-
-
-def os_cpu() -> int | None:
-    import os
-
-    return os.cpu_count()
 
 
 def _torch_arch(arch: str) -> str:
