@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker, evaluate  # noqa: E402
 
-from adversarial_corpus import HOST_READ_ROUTES, Secrets, plant_secrets, remove_secrets  # noqa: E402
+from adversarial_corpus import (HOST_READ_ROUTES, Secrets, plant_secrets, rejected,  # noqa: E402
+                               remove_secrets)
 from corpus import Entry, adversarial_entries, honest_entries  # noqa: E402
 
 log = logging.getLogger("benchmarks.evaluator")
@@ -86,10 +87,7 @@ class Run:
         wall = time.perf_counter() - start
         self._facts(result)
         leaked = self.secrets.leaked(result) or bool(self.secrets.tampered())
-        # a cheat that cannot gain ("unrewarded": forged times where speed is not rewarded) is blocked at reward <= 1,
-        # as in the corpus's own verdict (adversarial_corpus.judge)
-        blocked = result.reward == -1 or (entry.expect == "unrewarded" and result.reward <= 1)
-        ok = (result.reward >= 1) if entry.honest else (blocked and not leaked)
+        ok = (result.reward >= 1) if entry.honest else (rejected(entry.expect, result) and not leaked)
         self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native, "style":
                           entry.styles, "expect": entry.expect, "stage": result.stage, "rules": list(result.rule_names),
                           "reward": result.reward, "ok": ok, "speedup_eager": result.speedup_eager,

@@ -312,11 +312,16 @@ def expectation_met(expect: str, result: EvalResult) -> bool:
     return any(met(one) for one in expect.split("|"))
 
 
+def rejected(expect: str, result: EvalResult) -> bool:
+    """Whether a cheat expecting ``expect`` was stopped: refused (reward -1), or, for a cheat that cannot gain
+    ("unrewarded": forged times where speed is not rewarded), held at reward 1 or less."""
+    return (result.reward == -1 and not result.correct) or (expect == "unrewarded" and result.reward <= 1)
+
+
 def judge(case: AdversarialCase, result: EvalResult, secrets: Secrets | None = None) -> Outcome:
-    rejected = (result.reward == -1 and not result.correct) or (case.expect == "unrewarded" and result.reward <= 1)
     leaked = secrets.leaked(result) if secrets is not None else False
     tampered = tuple(secrets.tampered()) if secrets is not None else ()
-    return Outcome(case, result.stage, result.rule_names, result.reward, rejected,
+    return Outcome(case, result.stage, result.rule_names, result.reward, rejected(case.expect, result),
                    expectation_met(case.expect, result), leaked, tampered)
 
 
