@@ -83,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                "degenerate_at_init": len(perturbed) + len(constant), "verified_with_perturbed_parameters": len(perturbed),
                "constant_whatever_the_inputs": len(constant), "benchmark_seconds": time.perf_counter() - started}
     path = write_result("degenerate_tasks", metrics,
-                        command="PYTHONPATH=src python3 benchmarks/degenerate_tasks.py",
-                        extra={"perturbed": perturbed, "constant": constant, "rows": rows})
+                        extra={"device": str(device), "perturbed": perturbed, "constant": constant, "rows": rows})
     log.info("wrote %s: %s; perturbed %s; constant %s", path, metrics, perturbed, constant)
     return 0
 
