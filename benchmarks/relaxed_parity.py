@@ -36,11 +36,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
-from corpus import Entry, honest_entries
+from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from cuda_agent.evaluator import EvalConfig, evaluate  # noqa: E402
+from cuda_agent.locations import kernelbench_root  # noqa: E402
+from cuda_agent.tasks import Task  # noqa: E402
 
-from cuda_agent.benchmarks_io import write_result
-from cuda_agent.evaluator import EvalConfig, evaluate
-from cuda_agent.locations import kernelbench_root
+from corpus import Entry, honest_entries  # noqa: E402
 
 RESULT_MARK = "KERNELBENCH_RESULT "
 
@@ -53,11 +54,10 @@ pkg_dir, task_file, solution_file, trials, build_dir = sys.argv[1:6]
 package = types.ModuleType("kernelbench")
 package.__path__ = [pkg_dir]
 sys.modules["kernelbench"] = package
+from kernelbench import eval as kb_eval
 if sys.argv[6:] == ["--import-only"]:
-    from kernelbench import eval as kb_eval
     print("KERNELBENCH_RESULT " + json.dumps({"imported": hasattr(kb_eval, "eval_kernel_against_ref")}))
     sys.exit(0)
-from kernelbench import eval as kb_eval
 result = None
 for attempt in range(2):  # None means a lock-file clash during the build: KernelBench asks for a retry
     result = kb_eval.eval_kernel_against_ref(open(task_file).read(), open(solution_file).read(),
@@ -77,22 +77,23 @@ else:
 @dataclass(frozen=True)
 class ParityCase:
     label: str
-    task_file: Path
+    task: Task
     solution: Path
 
+    @property
+    def task_file(self) -> Path:
+        """The task's own file, which KernelBench's evaluator reads as source text."""
+        return Path(str(self.task.path))
 
-def parity_cases(entries: list[Entry], kernelbench: Path) -> list[ParityCase]:
+
+def parity_cases(entries: list[Entry]) -> list[ParityCase]:
     """The honest single-file solutions of KernelBench tasks (a workspace is a format KernelBench cannot run)."""
     cases = []
     for entry in entries:
         if not (entry.honest and entry.single_file and entry.task.startswith("L")):
             continue
-        level, stem = entry.task[1:].split("/", 1)
-        task_file = kernelbench / f"level{level}" / f"{stem}.py"
         solution = entry.path if entry.path.suffix == ".py" else entry.path / "solution.py"
-        if not task_file.is_file():
-            raise SystemExit(f"{entry.label}: task {entry.task} is not in {kernelbench}")
-        cases.append(ParityCase(entry.label, task_file, solution))
+        cases.append(ParityCase(entry.label, entry.load_task(), solution))
     return cases
 
 
@@ -145,12 +146,8 @@ def run_kernelbench(case: ParityCase, pkg_dir: Path, wheels: Path | None, trials
 
 
 def run_ours(case: ParityCase, config: EvalConfig) -> dict[str, Any]:
-    from cuda_agent.tasks import load_task_file
-
-    level = int(case.task_file.parent.name.removeprefix("level"))
-    task = load_task_file(case.task_file, source="kernelbench", level=level, validate=False)
-    result = evaluate(task, case.solution, config)
-    if result.stage in ("eval_error",):
+    result = evaluate(case.task, case.solution, config)
+    if result.stage == "eval_error":
         return {"correct": None, "reason": result.reason[:400]}
     rules = ", ".join(v.rule for v in result.rules_fired)
     return {"correct": bool(result.correct), "reason": f"{result.stage}: {rules or result.reason}"[:400]}
@@ -177,10 +174,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not (args.kernelbench_src / "eval.py").is_file():
         raise SystemExit(f"{args.kernelbench_src} has no eval.py: pass the src/kernelbench folder of a checkout")
-    root = kernelbench_root()
-    if root is None:
+    if kernelbench_root() is None:
         raise SystemExit("no KernelBench data: set CUDA_AGENT_KERNELBENCH")
-    cases = parity_cases(honest_entries(), root)
+    cases = parity_cases(honest_entries())
     check_import(args.kernelbench_src.resolve(), args.wheels)
     print(f"{len(cases)} honest single-file cases; KernelBench's evaluator imports", flush=True)
     if args.dry_run:

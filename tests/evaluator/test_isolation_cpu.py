@@ -3,7 +3,10 @@ through the warm fork server and through the plain spawn fallback; the caller su
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -80,10 +83,6 @@ def _running(pid: int) -> bool:
 def test_the_warm_worker_ends_when_its_owner_is_killed() -> None:
     """A pool or a test run killed with SIGKILL cannot stop its warm worker: the worker (and the judges and
     candidate processes under it) must notice on its own, or it lives on holding memory and, on a GPU host, a GPU."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     src = str(Path(__file__).resolve().parents[2] / "src")
     owner = subprocess.Popen(
         [sys.executable, "-c", "import time\nfrom cuda_agent.evaluator import WarmWorker\n"

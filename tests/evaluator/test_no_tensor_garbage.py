@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch._inductor.config as inductor_config
-from evalcases import cpu_cases
 from torch._subclasses.fake_tensor import FakeTensor
 
 from cuda_agent.evaluator import EvalConfig
 from cuda_agent.evaluator.judge.pipeline import run_job
+
+from evalcases import cpu_cases
 
 
 def _holds_memory(obj: object) -> bool:

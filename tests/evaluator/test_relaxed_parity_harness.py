@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus import honest_entries
 
 from cuda_agent.locations import kernelbench_root
+
+from corpus import honest_entries
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "relaxed_parity.py"
 
@@ -30,7 +31,7 @@ def test_cases_are_the_honest_single_files_of_kernelbench_tasks(parity) -> None:
     if root is None:
         pytest.skip("needs the KernelBench data")
     entries = honest_entries()
-    cases = parity.parity_cases(entries, root)
+    cases = parity.parity_cases(entries)
     expected = {e.label for e in entries if e.single_file and e.task.startswith("L")}
     assert {c.label for c in cases} == expected and cases
     for case in cases:
