@@ -51,7 +51,7 @@ ROUTE = re.compile(r"^# route: (?P<route>[a-z_]+)$")
 HOLE = re.compile(r"^# hole: (?P<hole>.+)$")
 # Rules only the profile (timing) step can fire, and routes whose cheat only pays off when timed: such cases are
 # evaluated with profile on.
-TIMING_RULES = ("timing_mismatch", "below_speed_of_light")
+TIMING_RULES = ("below_speed_of_light",)
 ROUTES = {
     "host_files": "opens host files from the candidate, its build or through a workspace symlink",
     "environment": "reads the environment of the judge or of its parent",
@@ -101,8 +101,9 @@ class AdversarialCase:
 
     @property
     def profiled(self) -> bool:
-        """Whether evaluating the case needs the timing step (cheats that only timing can see or pays off in)."""
-        return self.expect in TIMING_RULES or self.route == "timing"
+        """Whether evaluating the case needs the timing step (cheats that only timing can see or pays off in, and
+        precision cheats: a full run is long enough for a switch after tens of calls)."""
+        return self.expect in TIMING_RULES or self.route in ("timing", "precision")
 
     def load_task(self) -> Any:
         return resolve_task(self.task)
@@ -315,7 +316,7 @@ def expectation_met(expect: str, result: EvalResult) -> bool:
 def rejected(expect: str, result: EvalResult) -> bool:
     """Whether a cheat expecting ``expect`` was stopped: refused (reward -1), or, for a cheat that cannot gain
     ("unrewarded": forged times where speed is not rewarded), held at reward 1 or less."""
-    return (result.reward == -1 and not result.correct) or (expect == "unrewarded" and result.reward <= 1)
+    return (result.reward == -1 and not result.correct) or ("unrewarded" in expect.split("|") and result.reward <= 1)
 
 
 def judge(case: AdversarialCase, result: EvalResult, secrets: Secrets | None = None) -> Outcome:

@@ -17,7 +17,7 @@ from evalcases import materialise_folder, resolve_task
 CASES = Path(__file__).parent / "cases"
 _PAIR = re.compile(r"(\w+): (\S+)")
 FAILURE_STAGES = ("crashed", "timeout", "out_of_memory", "runtime_error", "build_failed")
-TIMING_RULES = ("timing_mismatch", "below_speed_of_light")
+TIMING_RULES = ("below_speed_of_light",)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Entry:
 
     @property
     def needs_timing(self) -> bool:
-        return self.expect in TIMING_RULES or "timing" in self.styles
+        return self.expect in TIMING_RULES or "timing" in self.styles or "precision" in self.styles
 
     def load_task(self):
         return resolve_task(self.task)

@@ -67,8 +67,8 @@ def test_buffers_detect_out_of_bounds_writes_and_mutated_inputs() -> None:
     out = bufset.outputs[0].view
     assert torch.isnan(out).all()  # poisoned until written
     assert bufset.broken_canaries() == [] and bufset.mutated_inputs(inputs) == []
-    message = bufset.message(inputs, 1)
-    assert message["args"][1] == {"v": 7} and message["outs"][0][2] == [3, 5]
+    spec = bufset.call_spec(inputs, 1)
+    assert spec["token"] == 1 and spec["args"][1] == {"v": 7} and spec["outs"][0][2] == [3, 5]
     slot = bufset.inputs[0]
     slot.region.flat[512 + slot.nbytes] = slot.region.flat[512 + slot.nbytes] ^ 1  # one byte past the input
     assert bufset.broken_canaries() == ["input 0"]
@@ -78,20 +78,26 @@ def test_buffers_detect_out_of_bounds_writes_and_mutated_inputs() -> None:
     bufset.close()
 
 
-def _samples(times: list[float], label: str = "call") -> list[Sample]:
-    return [Sample(label, wall, event, event + 0.01, 0.0) for wall, event in times]
+def _requests(spans_ms: list[float], calls: int, label: str = "request", reported: float = 1.0) -> list[Sample]:
+    return [Sample(label, span, calls, reported) for span in spans_ms]
 
 
-def test_cross_check_accepts_agreeing_clocks_and_names_a_forged_time() -> None:
-    null = _samples([(0.100 + 0.001 * (i % 3), 0.0) for i in range(24)], "null")
-    honest = _samples([(0.100 + 2.0 + 0.002 * (i % 5), 2.0 + 0.001 * (i % 4)) for i in range(60)])
-    stats = measure.candidate_stats(honest, null, cuda=True)
-    check = measure.cross_check(stats, honest, null, tolerance=0.03)
-    assert check.ok and check.bound_ms == pytest.approx(2.003, abs=0.01)
-    forged = _samples([(0.100 + 2.0, 1.5) for _ in range(60)])  # reports 1.5 ms of a 2 ms call
-    stats = measure.candidate_stats(forged, null, cuda=True)
-    assert stats.median_ms == pytest.approx(1.5, abs=0.05)
-    assert not measure.cross_check(stats, forged, null, tolerance=0.03).ok
+def test_judge_times_are_the_span_less_the_null_span_over_the_calls_and_ignore_reports() -> None:
+    null = _requests([0.300 + 0.002 * (i % 3) for i in range(12)], 32, "null")
+    spans = [0.302 + 32 * 0.010 + 0.003 * (i % 5) for i in range(10)]  # 32 calls of 10 us
+    honest = measure.judge_times(_requests(spans, 32), null, cuda=True)
+    assert honest.median_ms == pytest.approx(0.010, rel=0.03) and honest.clock == "judge"
+    forged = measure.judge_times(_requests(spans, 32, reported=0.0001), null, cuda=True)
+    assert forged.median_ms == honest.median_ms  # what the candidate reports decides nothing
+    assert measure.reported_per_call_ms(_requests(spans, 32, reported=0.32)) == pytest.approx(0.01)
+
+
+def test_batch_size_targets_the_request_span_in_powers_of_two() -> None:
+    cpu = torch.device("cpu")
+    assert measure.batch_size(0.010, 1 << 20, cpu) == measure.MAX_BATCH
+    assert measure.batch_size(0.2, 1 << 20, cpu) == 8  # 8 x 0.2 ms <= 2 ms < 16 x 0.2 ms
+    assert measure.batch_size(5.0, 1 << 20, cpu) == 1
+    assert measure.batch_size(float("nan"), 1 << 20, cpu) == measure.MAX_BATCH
 
 
 def _inventory(calls: dict[str, list[dict]]) -> dict:

@@ -196,6 +196,7 @@ def measure_baselines(
     compile_mode: str | None = None,
     compile_backend: str = "inductor",
     breakdown: bool = False,
+    timer: Callable[[Callable[..., Any], Sequence[Sequence[Any]]], TimingStats] | None = None,
 ) -> BaselineTimes:
     """Time ``model`` eagerly and compiled with ``torch.compile`` (default mode and the inductor backend unless
     ``compile_mode``/``compile_backend`` say otherwise; another backend is for tests and experiments only).
@@ -205,8 +206,13 @@ def measure_baselines(
     (the reward then treats "beats compile" as "beats eager", which is what a user without a compiler would see).
     Errors from the eager model itself propagate. ``breakdown`` also records the compiled model's kernels on the
     first input set (GPU only; when recording fails, the times are kept and the breakdown is left empty).
+    ``timer(fn, input_sets)`` times each (default: `time_forward` with ``warmup``, ``reps`` and ``config``; the
+    judge passes `timing.time_batched`, the way it times candidates).
     """
-    eager = time_forward(model, input_sets, warmup=warmup, reps=reps, config=config)
+    if timer is None:
+        def timer(fn: Callable[..., Any], sets: Sequence[Sequence[Any]]) -> TimingStats:
+            return time_forward(fn, sets, warmup=warmup, reps=reps, config=config)
+    eager = timer(model, input_sets)
     start = time.perf_counter()
     error = ""
     try:
@@ -217,7 +223,7 @@ def measure_baselines(
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         compile_s = time.perf_counter() - start
-        compiled_stats = time_forward(compiled, input_sets, warmup=warmup, reps=reps, config=config)
+        compiled_stats = timer(compiled, input_sets)
     except Exception as exc:  # inductor can fail in many ways; the baseline must still exist
         compile_s = time.perf_counter() - start
         error = f"{type(exc).__name__}: {exc}"[:2000]

@@ -46,12 +46,13 @@ class EvalConfig:
         runtime_audit: record the kernels each call launches (GPU only; the kernel tap, on for every call alike):
             decoy kernels, PyTorch compute in strict mode, a tap that was switched off.
         timeout_s: wall-clock limit of the whole evaluation (build included); past it the process group is killed.
-        warmup, reps: calls before timing starts, and the fewest timed calls (fewer if ``timing_budget_s`` runs out).
-        timing_budget_s: wall seconds the timed calls may take (the judge's checks between them included); timing
-            stops earlier once the median's 95% interval is within 0.5%.
-        timing_tolerance: the timing cross-check: the judge's own clock of the round trips (less the calibrated
-            overhead) may exceed the time the candidate's process reported by this fraction (plus the clock's
-            noise) before rule ``timing_mismatch`` fires (see the evaluator README for why it is 20%).
+        warmup: requests (of K calls each, K fixed from the reference's time) before timing starts (at least 1
+            is always untimed: the candidate's first call may compile or allocate).
+        reps: the timed calls wanted; the timed requests are reps / K, between 5 and 30, fewer when
+            ``timing_budget_s`` of the reference's time would be spent first (never fewer than 5). The number of
+            requests is fixed before the candidate's code loads: no run ends early on what the candidate does.
+        timing_budget_s: wall seconds the timed requests may take, judged on the reference's time (the judge's
+            checks between them included).
         device: 'auto' (CUDA when present, else CPU), 'cpu', 'cuda' or 'cuda:N'.
         baseline_cache_dir: where eager/compile baseline times are cached (None: the default cache folder).
         build_cache_dir: the build's object cache (None: the build's default).
@@ -81,10 +82,9 @@ class EvalConfig:
     kernel_breakdown: bool = False
     runtime_audit: bool = True
     timeout_s: float = 300.0
-    warmup: int = 3
+    warmup: int = 1
     reps: int = 50
     timing_budget_s: float = 2.0
-    timing_tolerance: float = 0.20
     device: str = "auto"
     baseline_cache_dir: str | None = None
     build_cache_dir: str | None = None
@@ -103,7 +103,7 @@ class EvalConfig:
             raise ConfigError(f"EvalConfig.tolerance must be one of {tuple(TOLERANCE_PRESETS)}, got {self.tolerance!r}")
         if self.n_trials < 5:
             raise ConfigError(f"EvalConfig.n_trials must be at least 5 (fresh input sets per call), got {self.n_trials}")
-        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance", "timing_tolerance"):
+        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or \
                     (name in ("timeout_s", "timing_budget_s") and value <= 0):

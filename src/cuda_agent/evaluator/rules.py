@@ -24,8 +24,6 @@ RULES: dict[str, str] = {
     "evaluator itself did there (the kernel tap was switched off or its records altered)",
     "work_after_return": "the outputs changed after forward had answered (device work still running, or written "
     "later): results must be complete when forward returns",
-    "timing_mismatch": "the candidate's process reported times shorter than the judge's own clock allows (a forged "
-    "time)",
     "below_speed_of_light": "the candidate was timed faster than the hardware can possibly write the task's outputs",
 }
 

@@ -289,3 +289,93 @@ def summarise(events: list[float], hosts: list[float], cuda: bool, cfg: TimingCo
         wide = [max(e, h) for e, h in zip(events, hosts)]
         return TimingStats.from_samples(wide, clock="device_wide", host_median_ms=host_median, hidden_ms=hidden)
     return TimingStats.from_samples(events, clock="cuda_events", host_median_ms=host_median, hidden_ms=hidden)
+
+
+def _tensor_leaves(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensor_leaves(item)]
+    return []
+
+
+def time_batched(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    *,
+    requests: int = 10,
+    warmup_requests: int = 1,
+    time_cap_s: float = 2.0,
+    device: torch.device | str | None = None,
+) -> TimingStats:
+    """Per-call time of ``fn`` measured the way the judge times a candidate (`judge.session`): a request is
+    ``len(input_sets)`` calls back to back, one per input set, each call's tensor outputs copied into buffers of its
+    own (as the candidate's runner copies into the judge's), with the L2 flushed and the device idle before the
+    request and one synchronisation after it. A call's time is the request's span less the span of the same request
+    whose calls only copy ready-made outputs (the null model), divided by the number of calls. Spans are device
+    events on a GPU and the host clock on a CPU.
+
+    Why batched and why the null span: a per-call bracket adds the launch and synchronisation latency of every call
+    (0.4-1 ms on the H200, most of a 10 us kernel's time); K calls in flight back to back share one such latency,
+    which the null span removes, so the judge's times of the candidate and of eager PyTorch or torch.compile are
+    the same quantity, measured alike.
+
+    Raises ValueError if no input sets are given; anything ``fn`` raises propagates.
+    """
+    if not input_sets:
+        raise ValueError("time_batched: input_sets is empty; pass at least one list of inputs")
+    device = torch.device(device) if device is not None else _infer_device(fn, input_sets)
+    cuda = device.type == "cuda"
+    on_device = torch.cuda.device(device) if cuda else contextlib.nullcontext()
+    with on_device, _no_grad():
+        outs = [_tensor_leaves(fn(*inputs)) for inputs in input_sets]
+        buffers = [[torch.empty_like(t) for t in leaves] for leaves in outs]
+        ready = outs[0]
+        flush = _flush_buffer(device) if cuda else None
+
+        def work(k: int) -> None:
+            for dst, src in zip(buffers[k], _tensor_leaves(fn(*input_sets[k]))):
+                dst.copy_(src)
+
+        def null(k: int) -> None:
+            for dst, src in zip(buffers[k], ready):
+                dst.copy_(src)
+
+        def span(call: Callable[[int], None]) -> float:
+            if flush is not None:
+                flush.zero_()
+                _cuda_synchronize()
+            if cuda:
+                start, end = _EventBase(enable_timing=True), _EventBase(enable_timing=True)
+                _event_record(start, _current_stream(device))
+                for k in range(len(input_sets)):
+                    call(k)
+                _event_record(end, _current_stream(device))
+                _cuda_synchronize()
+                return float(_event_elapsed(start, end))
+            t0 = _perf_counter()
+            for k in range(len(input_sets)):
+                call(k)
+            return (_perf_counter() - t0) * 1e3
+
+        gc_was_enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(max(0, warmup_requests)):
+                span(work)
+                span(null)
+            deadline = _perf_counter() + time_cap_s
+            spans: list[float] = []
+            nulls: list[float] = []
+            while len(spans) < max(1, requests) and (len(spans) < 3 or _perf_counter() < deadline):
+                nulls.append(span(null))
+                spans.append(span(work))
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+    overhead = _median_sorted(sorted(nulls))
+    calls = len(input_sets)
+    per_call = [max(s - overhead, 0.0) / calls for s in spans]
+    return TimingStats.from_samples(per_call, clock="batched_events" if cuda else "batched_perf_counter",
+                                    host_median_ms=_median_sorted(sorted(spans)) / calls)

@@ -1,8 +1,8 @@
 """Shared buffers for the calls of one signature: a region per input tensor and per output tensor, each with
 canary bytes on both sides.
 
-Every call of that signature uses the same buffers, offsets and strides (nothing about a call's memory says whether
-it is checked); the judge refills the inputs with fresh values before every call, poisons the outputs, and after
+A request of K calls uses K sets of one signature, the k-th call always the k-th set: the same buffers, offsets and
+strides in every request (nothing about a call's memory says whether it is checked); the judge refills the inputs with fresh values before every call, poisons the outputs, and after
 the call reads the outputs, checks the canaries (a write outside a tensor's bounds) and compares the inputs with its
 private copy (a forward that mutated them).
 """
@@ -99,12 +99,12 @@ class BufferSet:
                 return False
         return True
 
-    def message(self, inputs: list[Any], token: int) -> dict[str, Any]:
-        """The call request for ``inputs`` (already loaded with `load`)."""
+    def call_spec(self, inputs: list[Any], token: int) -> dict[str, Any]:
+        """One call of a request, on ``inputs`` (already loaded with `load`)."""
         args: list[dict[str, Any]] = []
         for slot, x in zip(self.inputs, inputs):
             args.append({"t": slot.spec()} if slot is not None else {"v": encode(x)})
-        return {"op": "call", "token": token, "args": args, "outs": [s.spec() for s in self.outputs]}
+        return {"token": token, "args": args, "outs": [s.spec() for s in self.outputs]}
 
     def load(self, inputs: list[Any]) -> None:
         """Copy fresh input values in and poison the outputs (unwritten elements stay NaN / -1)."""

@@ -1,21 +1,21 @@
-"""The judge's measurements: baselines (eager and torch.compile, measured only where no candidate code has run),
-the candidate's times from its samples and their cross-check on the judge's own clock, the drift correction, and
-the hardware floor.
+"""The judge's measurements: the batch size, the candidate's times on the judge's own clock, the baselines (eager and
+torch.compile, measured the same way, only where no candidate code has run), the drift correction, and the
+hardware floor.
 
-How a candidate that runs arbitrary native code in its own process is kept from faking its time: the times its
-process reports (CUDA events around forward, a host clock around the device-synchronised call) are only accepted
-when the judge's own clock agrees. The judge times every round trip itself, from sending the call to receiving the
-reply, after which the candidate is frozen (SIGSTOP); the same round trip of the runner's own null model (no
-candidate code yet, the same output copy and synchronisation) is the overhead. The judge's time less that overhead
-bounds what the call really took; a reported median below that bound, beyond the clock's noise and
-``EvalConfig.timing_tolerance``, fires ``timing_mismatch``. Work left running after forward returns is either
-finished by the device-wide synchronisation before the reply (and so inside the judge's clock) or still running
-when the judge reads the outputs it must already have written (and so wrong).
+The judge's clock is the only clock. A request is K calls back to back on K independent input sets; its time is the
+judge's wall clock from sending it to holding its own copy of the outputs, with the candidate frozen at the reply.
+Before the candidate's code loads, the same requests of the runner's own null model (ready-made outputs, the same
+copies and synchronisation) measure what a request costs besides the calls. A call's time is a request's span less
+the null span, over K; the candidate's reported times are kept as diagnostics and decide nothing, so no window exists
+that a forged report could use. K is fixed from the reference's own time before any candidate code loads, so that
+a request spans about `TARGET_REQUEST_MS` and the per-request overhead's noise is divided among many calls.
+Baselines are timed in the judge's process by `timing.time_batched`: the same K, the same output copies, the same
+null subtraction.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import time
 from typing import Any
 
 import torch
@@ -27,83 +27,99 @@ from cuda_agent.evaluator.judge.session import Sample
 from cuda_agent.evaluator.stats import TimingStats, median
 
 PAIRED_TIME_CAP_S = 0.5
-CROSS_CHECK_FLOOR_MS = 0.01
+TARGET_REQUEST_MS = 2.0      # a request's calls should take about this long on the reference's time ...
+MAX_BATCH = 64               # ... with at most this many calls (and input sets) per request
+SET_MEMORY_FRACTION = 0.25   # all of a request's buffer sets within this fraction of the device's memory
 
 
-def candidate_stats(samples: list[Sample], null: list[Sample], cuda: bool) -> TimingStats:
-    """The candidate's per-call times as its process reported them: event times, or device-wide times where its
-    host clock (less its copy and the null call's host overhead) shows work the events missed."""
-    overhead = median([max(0.0, s.host_ms - s.copy_ms - s.event_ms) for s in null]) if null else 0.0
-    events = [s.event_ms for s in samples]
-    hosts = [max(0.0, s.host_ms - s.copy_ms - overhead) for s in samples]
-    return timing.summarise(events, hosts, cuda, timing.TimingConfig())
+def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> TimingStats:
+    """The candidate's per-call times on the judge's clock: each timed request's span less the null requests'
+    median span, over the request's calls. Raises ValueError without timed requests."""
+    overhead = median([s.wall_ms for s in null]) if null else 0.0
+    times = [max(s.wall_ms - overhead, 0.0) / max(1, s.calls) for s in samples]
+    spans = sorted(s.wall_ms / max(1, s.calls) for s in samples)
+    return TimingStats.from_samples(times, clock="judge" if cuda else "judge_cpu",
+                                    host_median_ms=spans[len(spans) // 2] if spans else None)
 
 
-@dataclass(frozen=True)
-class CrossCheck:
-    """The judge's clock against the reported time: ``bound_ms`` (median round trip less the null round trip),
-    ``allowed_ms`` (the reported median with the tolerance and the clock's noise) and whether it holds."""
-
-    ok: bool
-    bound_ms: float
-    reported_ms: float
-    allowed_ms: float
-    noise_ms: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "bound_ms": self.bound_ms, "reported_ms": self.reported_ms,
-                "allowed_ms": self.allowed_ms, "noise_ms": self.noise_ms}
+def reported_per_call_ms(samples: list[Sample]) -> float:
+    """The median per-call time the candidate's process reported (its word; reported, never used)."""
+    values = [s.reported_ms / max(1, s.calls) for s in samples if math.isfinite(s.reported_ms)]
+    return median(values) if values else math.nan
 
 
-def cross_check(stats: TimingStats, samples: list[Sample], null: list[Sample], tolerance: float) -> CrossCheck:
-    """Rationale: a candidate with native code can rewrite any number its process reports. The judge's own clock of
-    the round trips bounds the real time from below; see the module docstring. (Judged on a GPU only: on a CPU the
-    candidate's compute threads and the judge share the cores with everything else, and the bound is noise.)"""
-    overhead = median([s.wall_ms for s in null])
-    bound = median([s.wall_ms for s in samples]) - overhead
-    spread = median([abs(s.wall_ms - overhead) for s in null])  # median absolute deviation of the overhead
-    noise = CROSS_CHECK_FLOOR_MS + 3.0 * 1.4826 * spread * 1.2533 * (1 / math.sqrt(len(null)) + 1 / math.sqrt(
-        max(1, len(samples))))
-    allowed = stats.median_ms * (1.0 + tolerance) + noise
-    return CrossCheck(bound <= allowed, bound, stats.median_ms, allowed, noise)
+def batch_size(reference_ms: float, per_set_bytes: int, device: torch.device) -> int:
+    """K, the calls per request: a power of two (so the baseline cache key stays put when the reference's time
+    wobbles) making a request about `TARGET_REQUEST_MS` of the reference's time, at most `MAX_BATCH`, and within
+    `SET_MEMORY_FRACTION` of the device's memory. 1 for references slower than the target."""
+    want = 1
+    if reference_ms > 0 and math.isfinite(reference_ms):
+        while want < MAX_BATCH and want * 2 * reference_ms <= TARGET_REQUEST_MS:
+            want *= 2
+    else:
+        want = MAX_BATCH
+    if device.type == "cuda" and per_set_bytes > 0:
+        budget = int(torch.cuda.get_device_properties(device).total_memory * SET_MEMORY_FRACTION)
+        while want > 1 and want * per_set_bytes > budget:
+            want //= 2
+    return want
 
 
-def timing_set_count(inputs: list[Any], device: torch.device) -> int:
-    """How many input buffer sets the timed calls rotate through: up to 3, within a tenth of the device's memory
-    (each set is an input copy in shared memory beside the judge's own copy and the outputs)."""
-    per_set = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) * 3
-    if device.type != "cuda" or per_set == 0:
-        return 2
-    budget = torch.cuda.get_device_properties(device).total_memory // 10
-    return int(max(1, min(3, budget // max(per_set, 1))))
+def reference_ms(ref_model: torch.nn.Module, inputs: list[Any], device: torch.device, calls: int = 5) -> float:
+    """A quick median of the reference's eager time (device-synchronised calls), before any candidate code runs:
+    only for choosing K."""
+    times = []
+    with torch.no_grad():
+        for _ in range(calls):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            ref_model(*inputs)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append((time.perf_counter() - start) * 1e3)
+    return median(times)
 
 
-def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, n_sets: int) -> str:
+def set_bytes(inputs: list[Any], outputs: list[Any]) -> int:
+    """Device bytes one buffer set holds: its inputs (shared, and the judge's own copy) and its outputs."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    return 2 * sum(x.numel() * x.element_size() for x in tensors) + \
+        sum(t.numel() * t.element_size() for t in outputs if isinstance(t, torch.Tensor))
+
+
+def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, batch: int) -> str:
     from cuda_agent.evaluator.baselines import baseline_key, environment_key_parts
 
-    settings = {"warmup": config.warmup, "reps": config.reps, "sets": n_sets, "device": device.type}
+    settings = {"timer": "batched", "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
     return baseline_key(task_hash, settings=settings, **environment_key_parts(device))
 
 
+BASELINE_REQUESTS = 15
+
+
+def _batched_timer(fn: Any, sets: Any) -> TimingStats:
+    return timing.time_batched(fn, sets, requests=BASELINE_REQUESTS)
+
+
 def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: Any, config: EvalConfig,
-                          device: torch.device, seeds: list[int], *, refresh: bool = False) -> tuple[Any, bool]:
-    """Eager and torch.compile times of the reference, cached per task, GPU, versions and settings. The judge calls
-    this before the candidate's code is loaded anywhere, or after its process has ended (``refresh``), never while
-    candidate code can run on the device."""
+                          device: torch.device, seeds: list[int], batch: int, *,
+                          refresh: bool = False) -> tuple[Any, bool]:
+    """Eager and torch.compile times of the reference, timed as the candidate is (``batch`` calls a request, see
+    `timing.time_batched`), cached per task, GPU, versions and settings. The judge calls this before the candidate's
+    code is loaded anywhere, or after its process has ended (``refresh``), never while candidate code can run on
+    the device."""
     from cuda_agent.evaluator.baselines import BaselineCache, measure_baselines
 
-    probe = reference.make_inputs(module, seeds[0], device)
-    n_sets = 3
-    key = baseline_key_for(task_hash, config, device, n_sets)
+    key = baseline_key_for(task_hash, config, device, batch)
 
     def measure() -> Any:
         # Rationale: inductor's parallel compile starts worker processes that outlive the compile.
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1
-        sets = [probe] + [reference.make_inputs(module, s, device) for s in seeds[1:n_sets]]
-        return measure_baselines(ref_model, sets, warmup=config.warmup, reps=config.reps, key=key,
-                                 breakdown=device.type == "cuda")
+        sets = [reference.make_inputs(module, seeds[k % len(seeds)] + k, device) for k in range(batch)]
+        return measure_baselines(ref_model, sets, key=key, breakdown=device.type == "cuda", timer=_batched_timer)
 
     return BaselineCache(config.baseline_cache_dir).get_or_measure(key, measure, refresh=refresh)
 
@@ -117,9 +133,9 @@ def drift_factor(paired_ms: float, cached_ms: float) -> float:
 
 
 def time_reference_again(ref_model: torch.nn.Module, sets: list[list[Any]], config: EvalConfig) -> TimingStats:
-    """Eager PyTorch on the candidate's own timing buffers, in the judge, after the candidate's process ended."""
-    return timing.time_forward(ref_model, sets, warmup=config.warmup, reps=config.reps,
-                               config=timing.TimingConfig(time_cap_s=PAIRED_TIME_CAP_S))
+    """Eager PyTorch on the candidate's own buffer sets (one request's worth), in the judge, after the candidate's
+    process ended, timed as the baselines are."""
+    return timing.time_batched(ref_model, sets, requests=5, time_cap_s=PAIRED_TIME_CAP_S)
 
 
 def output_floor_ms(outputs: list[torch.Tensor], device: torch.device) -> float:

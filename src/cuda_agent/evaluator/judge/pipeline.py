@@ -10,6 +10,7 @@ eager PyTorch is timed again for the drift correction, so nothing of the candida
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import shutil
@@ -27,19 +28,22 @@ from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
 from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, solution_kind
-from cuda_agent.evaluator.judge.session import CallFailed, JudgeState, Session
+from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Session
 from cuda_agent.evaluator.judge.static_hints import scan_source
 from cuda_agent.evaluator.judge.values import encode
 from cuda_agent.evaluator.result import EvalResult, continuous, failure, reward
 from cuda_agent.evaluator.reward_schedule import speedup_with_spread
-from cuda_agent.evaluator.stats import rel_ci
 from cuda_agent.sandbox.process import require_sandbox
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
 STARTUP_TIMEOUT_S = 120.0
-MAX_CALLS = 1000
+NULL_REQUESTS = 12           # null-model requests before the candidate loads (the overhead subtracted)
+MIN_TIMED_REQUESTS = 5
+MAX_TIMED_REQUESTS = 30
+CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
+CPU_MAX_BATCH = 4
 
 
 class PhaseClock:
@@ -118,6 +122,10 @@ class Evaluation:
         self.clock = PhaseClock()
         self._rng = random.Random(config.seed) if config.seed is not None else random.SystemRandom()
         self.processes: dict[str, Any] = {}
+        self.batch = 1
+        self.reference_ms = math.nan
+        self.run_shape: dict[str, Any] = {}
+        self._variant_sets: dict[str, Any] = {}
 
     def seed(self) -> int:
         return self._rng.getrandbits(48)
@@ -166,7 +174,9 @@ class Evaluation:
         with torch.no_grad():
             probe_out = ref_model(*probe_inputs)
         fp32 = _fp32_task(probe_inputs, probe_out)
+        per_set = measure.set_bytes(probe_inputs, [v for _, v in compare.flatten(probe_out)])
         del probe_out
+        self.batch = self._batch_size(ref_model, probe_inputs, per_set)
 
         clock.start("build")
         prepared = prepare(self.solution, self.task, config, scratch, sandboxed=sandboxed, gpu=self.cuda)
@@ -193,7 +203,7 @@ class Evaluation:
         if config.profile:
             clock.start("baselines")
             baselines, _hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, config,
-                                                            self.device, [self.seed() for _ in range(3)])
+                                                            self.device, [self.seed() for _ in range(3)], self.batch)
 
         clock.start("candidate_process")
         session = Session(proc=proc, config=config, device=self.device, module=module, ref_model=ref_model,
@@ -204,10 +214,11 @@ class Evaluation:
             proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
             self.processes["candidate"] = proc.pid
             clock.start("calibration")
-            sets = [session.buffers_for(probe_inputs) for _ in range(measure.timing_set_count(probe_inputs,
-                                                                                                self.device))]
+            sets = [session.buffers_for(probe_inputs) for _ in range(self.batch)]
+            session.calibrate_precision([probe_inputs, reference.make_inputs(module, self.seed(), self.device)])
             if config.profile:
-                session.calibrate(sets[0], lambda: reference.make_inputs(module, self.seed(), self.device))
+                session.calibrate(sets, lambda: reference.make_inputs(module, self.seed(), self.device),
+                                  NULL_REQUESTS)
             clock.start("candidate_load")
             self._load(proc, prepared, model_seed, init, perturb, ref_model)
             return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
@@ -261,41 +272,63 @@ class Evaluation:
                                     "otherwise create the layers in the reference's order under the same seed")
 
     # -- the calls ----------------------------------------------------------------------------------------------
+    def _batch_size(self, ref_model: torch.nn.Module, inputs: list[Any], per_set: int) -> int:
+        """K, the calls per request, from the reference's own time (no candidate code loaded yet). On a CPU at most
+        `CPU_MAX_BATCH`: its times are reported, never rewarded, and every call is checked at CPU speed."""
+        ref_ms = measure.reference_ms(ref_model, inputs, self.device)
+        self.reference_ms = ref_ms
+        batch = measure.batch_size(ref_ms, per_set, self.device)
+        return batch if self.cuda else min(batch, CPU_MAX_BATCH)
+
+    def _request_plan(self) -> tuple[int, int]:
+        """(untimed warm-up requests, timed requests), fixed before the candidate's code loads. Rationale: a run
+        whose length depends on what the candidate does lets it end the run before a behaviour change is seen;
+        the variants are placed uniformly over a run of known length."""
+        config = self.config
+        warmup = max(1, config.warmup)
+        if not config.profile:
+            return warmup, max(1, math.ceil(config.n_trials / self.batch))
+        wanted = min(MAX_TIMED_REQUESTS, max(MIN_TIMED_REQUESTS, math.ceil(config.reps / self.batch)))
+        per_request_s = max(self.reference_ms, 1e-3) * self.batch * CHECK_COST_FACTOR / 1e3
+        affordable = int(config.timing_budget_s / per_request_s)
+        return warmup, max(MIN_TIMED_REQUESTS, min(wanted, affordable))
+
     def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, sets: list[Any],
                baselines: Any, ref_model: torch.nn.Module, module: Any) -> EvalResult:
         config, state, clock = self.config, self.state, self.clock
         clock.start("calls")
-        n_sets = len(sets)
+        warmup, timed_requests = self._request_plan()
+        requests = warmup + timed_requests
         variants = self._variant_plan(module) if config.variants else []
-        positions = sorted(self._rng.sample(range(1, config.n_trials + len(variants) + 1), len(variants)))
+        slots = requests * self.batch
+        positions = self._rng.sample(range(slots), min(len(variants), slots))
         planned = dict(zip(positions, variants))
-        main_calls = 0
         timed_tokens: list[int] = []
         checked_tokens: list[int] = []
-        loop_start = _perf()
-        for i in range(MAX_CALLS):
-            if i in planned:
-                label, make, rule = planned[i]
-                outcome = self._variant_call(session, label, make, rule)
-                checked_tokens.append(session.token)
-                if outcome is not None and not outcome.ok:
-                    break
-                continue
-            bufset = sets[main_calls % n_sets]
-            inputs = reference.make_inputs(module, self.seed(), self.device)
-            timed = main_calls >= config.warmup
-            outcome = session.call(bufset, inputs, f"call {main_calls}", timed=timed,
-                                   stash=not session.stash or self._rng.random() < 0.3)
-            checked_tokens.append(session.token)
-            main_calls += 1
+        self.run_shape = {"batch": self.batch, "requests": requests, "timed_requests": timed_requests,
+                          "calls": slots, "variant_positions": sorted(positions)}
+        for r in range(requests):
+            calls: list[Call] = []
+            for k, bufset in enumerate(sets):
+                variant = planned.get(r * self.batch + k)
+                call = self._variant(session, variant, bufset) if variant is not None else None
+                calls.append(call or Call(bufset, reference.make_inputs(module, self.seed(), self.device),
+                                          f"call {r * self.batch + k}", keep=True))
+            timed = r >= warmup and all(c.keep for c in calls)
+            outcomes = session.request(calls, f"request {r}", timed=timed)
+            tokens = [c.token for c in calls[:len(outcomes)]]
+            checked_tokens.extend(tokens)
             if timed:
-                timed_tokens.append(session.token)
-            if not outcome.ok:
-                return self._incorrect(session, outcome.reason, prepared, module)
+                timed_tokens.extend(tokens)
+            for call, outcome in zip(calls, outcomes):
+                if call.rule:
+                    state.check(call.rule)
+                    if not outcome.ok:
+                        state.fire(call.rule, f"wrong on {call.label} ({outcome.reason[:300]})")
+            failed = outcomes[-1] if not outcomes[-1].ok else None
+            if failed is not None and not calls[len(outcomes) - 1].rule:
+                return self._incorrect(session, failed.reason, prepared, module, sets)
             if state.violations:
-                break
-            if i >= max(positions, default=0) and main_calls >= config.n_trials and \
-                    self._converged(session, loop_start):
                 break
         clock.start("kernel_audit")
         inventory = session.inventory() if config.runtime_audit else None
@@ -309,6 +342,7 @@ class Evaluation:
             state.notes.extend(audit.notes)
             state.check("kernel_tap")
         clock.start("precision_probe")
+        session.precision_verdict()
         session.precision_probe()
         state.checks[:0] = ["fresh_inputs", "every_call_checked", "canaries", "input_mutation"]
         if state.violations:
@@ -319,22 +353,15 @@ class Evaluation:
         clock.start("profile")
         return self._timed(session, prepared, sets, baselines, ref_model, module, inventory, timed_tokens)
 
-    def _converged(self, session: Session, loop_start: float) -> bool:
-        samples = session.samples
-        if len(samples) < 3:
-            return False
-        if _perf() - loop_start > self.config.timing_budget_s:
-            return True
-        if len(samples) >= self.config.reps:
-            return True
-        return len(samples) >= 10 and rel_ci([s.event_ms for s in samples]) <= 0.005 and len(samples) % 5 == 0
-
     def _variant_plan(self, module: Any) -> list[tuple[str, Any, str]]:
         plan: list[tuple[str, Any, str]] = []
         for factor in reference.SCALE_FACTORS:
             def make(factor: float = factor) -> list[Any] | None:
                 return reference.scaled(reference.make_inputs(module, self.seed(), self.device), factor)
             plan.append((f"inputs scaled by {factor:g}", make, "distribution_specialized"))
+        plan.append(("zero-mean inputs", lambda: reference.zero_mean(reference.make_inputs(module, self.seed(),
+                                                                                            self.device)),
+                     "distribution_specialized"))
         variant = reference.shape_variant(self.task.code, f"<task {self.task.id}>", module)
         if variant is None:
             self.state.notes.append("shape check skipped: no size constant can change without changing the model")
@@ -343,7 +370,11 @@ class Evaluation:
                          lambda: reference.make_inputs(variant.module, self.seed(), self.device), "shape_specialized"))
         return plan
 
-    def _variant_call(self, session: Session, label: str, make: Any, rule: str) -> Any:
+    def _variant(self, session: Session, variant: tuple[str, Any, str], slot_set: Any) -> Call | None:
+        """The call of a planned variant in one slot of a request (its inputs in that slot's buffers, or in buffers
+        of the variant's own shapes), or None where the reference cannot take the variant (then the slot gets an
+        ordinary call)."""
+        label, make, rule = variant
         try:
             inputs = make()
         except Exception as exc:  # noqa: BLE001 - the reference itself does not take these inputs
@@ -357,22 +388,27 @@ class Evaluation:
             self.state.notes.append(f"{label}: skipped, the reference is not finite there")
             return None
         del golden
-        bufset = next((s for s in session.sets if s.matches(inputs)), None) or session.buffers_for(inputs)
-        outcome = session.call(bufset, inputs, label)
-        self.state.check(rule)
-        if not outcome.ok:
-            self.state.fire(rule, f"wrong on {label} ({outcome.reason[:300]})")
-        return outcome
+        if slot_set.matches(inputs):
+            bufset = slot_set
+        else:
+            bufset = self._variant_sets.get(label) or session.buffers_for(inputs)
+            self._variant_sets[label] = bufset
+        return Call(bufset, inputs, label, rule=rule)
 
-    def _incorrect(self, session: Session, reason: str, prepared: Prepared, module: Any) -> EvalResult:
+    def _incorrect(self, session: Session, reason: str, prepared: Prepared, module: Any,
+                   sets: list[Any]) -> EvalResult:
         """Rationale: results valid only for get_inputs' canonical seed (precomputed or tuned outputs): after a
-        mismatch one more call on the canonical seed names that case."""
+        mismatch one more request, its first call on the canonical seed, names that case."""
         try:
             inputs = reference.make_inputs(module, reference.CANONICAL_SEED, self.device)
-            bufset = next(s for s in session.sets if s.matches(inputs))
-            if session.call(bufset, inputs, "canonical seed").ok:
-                self.state.fire("seed_specialized", "correct for seed 42 but not for fresh seeds")
-        except (CallFailed, StopIteration):
+            if sets[0].matches(inputs):
+                calls = [Call(sets[0], inputs, "canonical seed")]
+                calls += [Call(s, reference.make_inputs(module, self.seed(), self.device), "canonical seed request")
+                          for s in sets[1:]]
+                outcomes = session.request(calls, "canonical seed")
+                if outcomes and outcomes[0].ok:
+                    self.state.fire("seed_specialized", "correct for seed 42 but not for fresh seeds")
+        except CallFailed:
             pass
         if self.state.violations:
             return self._verdict_rules(prepared)
@@ -406,22 +442,23 @@ class Evaluation:
         (a GPU's, cross-checked); on a CPU the candidate's own times are reported, never rewarded."""
         earned = reward(result, self.config.speed_threshold)
         if not self.cuda and earned > 1:
-            self.state.notes.append("speed is rewarded on a GPU only (the times here are the candidate's word)")
+            self.state.notes.append("speed is rewarded on a GPU only (a CPU is shared with everything else: its times are reported, not rewarded)")
             return replace(result, reward=1, continuous_reward=1.0, notes=tuple(self.state.notes))
         return replace(result, reward=earned, continuous_reward=continuous(result))
 
     def _timed(self, session: Session, prepared: Prepared, sets: list[Any], baselines: Any,
                ref_model: torch.nn.Module, module: Any, inventory: Any, timed_tokens: list[int]) -> EvalResult:
         config, state = self.config, self.state
-        stats = measure.candidate_stats(session.samples, session.null_samples, self.cuda)
+        stats = measure.judge_times(session.samples, session.null_samples, self.cuda)
         fields: dict[str, Any] = {"candidate": stats}
-        check = measure.cross_check(stats, session.samples, session.null_samples, config.timing_tolerance)
-        extra = {"timing_cross_check": check.to_dict()}
+        extra = {"judge_clock": {"batch": self.batch, "timed_requests": len(session.samples),
+                                 "null_requests": len(session.null_samples),
+                                 "null_request_ms": measure.median([s.wall_ms for s in session.null_samples])
+                                 if session.null_samples else None,
+                                 "reported_per_call_ms": measure.reported_per_call_ms(session.samples),
+                                 "reported_time_used": 0}, "run": dict(self.run_shape)}
         if self.cuda:
-            state.check("timing_cross_check")
-        if not check.ok and self.cuda:  # on a CPU the cores are shared with everything: numbers only
-            state.fire("timing_mismatch", f"the judge's clock gives at least {check.bound_ms:.4f} ms per call; the "
-                                          f"candidate's process reported {check.reported_ms:.4f} ms")
+            state.check("judge_clock")
         timing_sets = [[s.view if s is not None else x for s, x in zip(b.inputs, b.scalars)] for b in sets]
         if baselines is not None:
             baselines, drift, paired = self._drift(baselines, ref_model, module, timing_sets)
@@ -469,7 +506,7 @@ class Evaluation:
         self.state.notes.append(f"eager PyTorch ran {drift:.3f}x its cached time; the baselines were measured "
                                 "again (beyond baseline_drift_limit)")
         fresh, _ = measure.measure_baselines_for(self.task.code_hash, ref_model, module, self.config, self.device,
-                                                 [self.seed() for _ in range(3)], refresh=True)
+                                                 [self.seed() for _ in range(3)], self.batch, refresh=True)
         return fresh, 1.0, paired
 
     def _floors(self, bufset: Any, stats: Any, ref_model: torch.nn.Module, fields: dict[str, Any]) -> None:

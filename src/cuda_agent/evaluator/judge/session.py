@@ -1,21 +1,29 @@
-"""The calls of one evaluation, all alike, each checked after it returns.
+"""The requests of one evaluation: K calls back to back in every request, every call alike and checked.
 
-Every call, whatever it is for (the first correctness calls, the probes with other magnitudes or shapes, the timed
-calls), goes the same way: fresh input values copied into the same shared buffers, outputs poisoned, the L2 flushed
-and the device idle, the same gap since the last call (`Cadence`), one `call` request, the candidate frozen as soon
-as it answers; then the judge computes the reference on its own copy of the inputs and checks the outputs, the
-inputs and the canaries. Nothing the candidate can observe differs between a call that decides correctness and one
-that is timed: all are checked, and which ones are timed or kept for the precision probe is decided after they
-return.
+Every request, whatever its calls are for (the first correctness calls, the probes with other magnitudes, signs or
+shapes, the timed calls), goes the same way: fresh input values copied into each call's own shared buffers, the
+outputs poisoned, the L2 flushed and the device idle, the same gap since the last request (`Cadence`), one `calls`
+request of K calls, the candidate frozen as soon as it answers; then the judge computes the reference on its own
+copy of each call's inputs and checks the outputs, the inputs and the canaries. Nothing the candidate can observe
+differs between a request that decides correctness and one that is timed: all are checked, and which ones are timed
+or kept for the precision probe is decided after they return (the kept calls by reservoir sampling over every call
+of the run).
+
+The judge's clock is the only clock: a request's time is the judge's wall clock from sending it to having its own
+copy of the outputs, and a call's time is that span less the same span of the runner's null model (same K, same
+buffers, ready-made outputs) divided by K (`measure.judge_times`). K is fixed before any candidate code loads, from
+the reference's own time, so the per-request overhead (the channel, waking the process, the one synchronisation)
+is shared by many calls instead of added to each.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -28,7 +36,7 @@ from cuda_agent.evaluator.rules import RuleViolation
 _perf = time.perf_counter
 TRIVIAL_SIGNAL_LIMIT = 0.05      # error above 5% of the output's own variation, while passing only by tolerance
 PRECISION_RATIO = 64.0           # candidate error vs float64 this many times the fp32 reference's error ...
-PRECISION_FLOOR = 1e-4           # ... and above this relative error: not an fp32 computation
+PRECISION_FLOOR = 2.0 ** -17     # ... and above this relative error (128 fp32 rounding units): not fp32
 PRECISION_STASH = 3              # calls kept (inputs and outputs) for the float64 probe after the loop
 NULL_CALLS = 24                  # calibration calls of the runner's own null model
 
@@ -45,13 +53,26 @@ class CallFailed(Exception):
 
 @dataclass
 class Sample:
-    """What one call took: the judge's wall clock of the round trip, and what the candidate's process reported."""
+    """One request on the judge's clock: its wall milliseconds (sending to the judge's copy of the outputs) and
+    its number of calls; ``reported_ms`` is what the candidate's process said (diagnostics, never a verdict)."""
 
     label: str
     wall_ms: float
-    event_ms: float
-    host_ms: float
-    copy_ms: float
+    calls: int
+    reported_ms: float = math.nan
+
+
+@dataclass
+class Call:
+    """One call of a request: its buffers (used by no other call of the same request), its fresh inputs, what it is
+    for (``label``, and ``rule`` for a variant), and whether it may be kept for the precision probe."""
+
+    bufset: BufferSet
+    inputs: list[Any]
+    label: str
+    keep: bool = False
+    rule: str = ""      # a variant's rule, fired when the call is wrong (empty for ordinary calls)
+    token: int = 0
 
 
 @dataclass
@@ -130,6 +151,9 @@ class Session:
         self.null_samples: list[Sample] = []
         self.copied_tokens: list[int] = []
         self.stash: list[tuple[list[Any], list[torch.Tensor]]] = []
+        self.keepable = 0
+        self.ref_error: float | None = None
+        self.call_errors: list[float] = []
         self.earlier: list[Any] = []
         self.token = 0
         self.first_failure = ""
@@ -169,85 +193,105 @@ class Session:
                              str(reply.get("log", "")))
         return bufset
 
-    def _request(self, message: dict[str, Any], bufset: BufferSet) -> tuple[dict[str, Any], float, list[Any]]:
-        """The call, then at once (the candidate frozen) the judge's own copy of the outputs; the wall clock stops
-        when that copy is done. Rationale: a candidate that answers before its device work is finished (its
-        synchronisation patched or its symbols redirected) gains nothing: its work either lands inside the judge's
-        clock (the copy runs after it on the device) or is missing from the copy the judge checks."""
+    def _request(self, message: dict[str, Any], bufsets: list[BufferSet]) -> tuple[dict[str, Any], float,
+                                                                                     list[list[Any]]]:
+        """The request, then at once (the candidate frozen) the judge's own copy of every call's outputs; the wall
+        clock stops when that copy is done. Rationale: a candidate that answers before its device work is finished
+        (its synchronisation patched or its symbols redirected) gains nothing: its work either lands inside the
+        judge's clock (the copy runs after it on the device) or is missing from the copy the judge checks."""
         self.cadence.wait()
         try:
             reply, wall_ms = self.proc.call(message, timeout=self.remaining())
         except CandidateGone as exc:
             raise CallFailed(exc.stage, exc.reason, exc.log) from exc
         start = _perf()
-        snapshot = [slot.view.clone() for slot in bufset.outputs]
+        snapshots = [[slot.view.clone() for slot in bufset.outputs] for bufset in bufsets]
         self._sync()
         wall_ms += (_perf() - start) * 1e3
         self.cadence.replied()
         if not reply.get("ok"):
             raise CallFailed(str(reply.get("stage", "runtime_error")), str(reply.get("reason", ""))[:2000],
                              str(reply.get("log", ""))[:8000])
-        return reply, wall_ms, snapshot
+        return reply, wall_ms, snapshots
 
     @staticmethod
-    def _sample(label: str, reply: dict[str, Any], wall_ms: float) -> Sample:
-        def num(key: str) -> float:
-            value = reply.get(key)
-            return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
-
-        return Sample(label, wall_ms, num("event_ms"), num("host_ms"), num("copy_ms"))
+    def _reported(reply: dict[str, Any]) -> float:
+        values = reply.get("event_ms")
+        if isinstance(values, list) and values and all(isinstance(v, (int, float)) for v in values):
+            total = float(sum(values))
+            return total if math.isfinite(total) else math.nan
+        return math.nan
 
     # -- calibration --------------------------------------------------------------------------------------------
-    def calibrate(self, bufset: BufferSet, make_inputs: Callable[[], list[Any]]) -> None:
-        """Round trips of the runner's own null model, before the candidate's code is loaded (so nothing of the
-        candidate's can slow them and widen the allowance): the wall-clock overhead of a call (IPC, the output copy,
-        the synchronisation) that the timing cross-check subtracts. The judge works around each exactly as around a
-        real call (fresh inputs, the flush, the reference and the comparison afterwards), so the device is in the
-        same state as for the calls the overhead is subtracted from."""
-        for _ in range(NULL_CALLS):
-            inputs = make_inputs()
-            self.token += 1
-            bufset.load(inputs)
+    def calibrate(self, bufsets: list[BufferSet], make_inputs: Callable[[], list[Any]], requests: int) -> None:
+        """Requests of the runner's own null model, before the candidate's code is loaded (so nothing of the
+        candidate's can slow them): the same K calls on the same buffers, each copying ready-made outputs, one
+        synchronisation; their median span is the overhead `measure.judge_times` subtracts. The judge works around
+        each exactly as around a real request (fresh inputs, the flush, the reference and the comparison
+        afterwards), so the device is in the same state as for the requests the overhead is subtracted from."""
+        for _ in range(requests):
+            inputs = [make_inputs() for _ in bufsets]
+            specs = []
+            for bufset, values in zip(bufsets, inputs):
+                self.token += 1
+                bufset.load(values)
+                specs.append(bufset.call_spec(values, self.token))
             self._flush()
-            message = bufset.message(inputs, self.token)
-            message["null"] = True
-            reply, wall_ms, snapshot = self._request(message, bufset)
-            self.null_samples.append(self._sample("null", reply, wall_ms))
-            del snapshot
-            with torch.no_grad():
-                golden = self.ref_model(*inputs)
-            compare.compare_outputs(golden, golden, self.config.tolerances)
-            self._sync()
-            del golden
+            reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs, "null": True}, bufsets)
+            self.null_samples.append(Sample("null", wall_ms, len(bufsets), self._reported(reply)))
+            del snapshots
+            for values in inputs:
+                with torch.no_grad():
+                    golden = self.ref_model(*values)
+                compare.compare_outputs(golden, golden, self.config.tolerances)
+                self._sync()
+                del golden
 
-    # -- one call -----------------------------------------------------------------------------------------------
-    def call(self, bufset: BufferSet, inputs: list[Any], label: str, *, timed: bool = False,
-             stash: bool = False) -> Outcome:
-        """One call on fresh ``inputs`` and every check after it."""
-        self.token += 1
-        bufset.load(inputs)
+    # -- one request --------------------------------------------------------------------------------------------
+    def request(self, calls: list[Call], label: str, *, timed: bool = False) -> list[Outcome]:
+        """One request of ``calls`` (each on fresh inputs in its own buffers) and every check after it. Checking
+        stops at the first call that is wrong; its outcome is the last of the list."""
+        if len({id(c.bufset) for c in calls}) != len(calls):
+            raise ValueError("Session.request: two calls of one request share buffers")
+        specs = []
+        for call in calls:
+            self.token += 1
+            call.token = self.token
+            call.bufset.load(call.inputs)
+            specs.append(call.bufset.call_spec(call.inputs, call.token))
         self._flush()
-        reply, wall_ms, snapshot = self._request(bufset.message(inputs, self.token), bufset)
+        reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs}, [c.bufset for c in calls])
         if timed:
-            self.samples.append(self._sample(label, reply, wall_ms))
-        if all(isinstance(o, dict) and ("copied" in o or "shape" not in o) for o in reply.get("outs") or []):
-            self.copied_tokens.append(self.token)
-        outcome = self._check(bufset, inputs, label, reply, stash, snapshot)
-        # Rationale: outputs written after the reply (device work still running when the candidate answered, or
-        # started later) differ from the judge's copy taken at the reply.
-        for slot, copy_ in zip(bufset.outputs, snapshot):
-            if not compare.tensors_equal(slot.view, copy_):
-                self.state.fire("work_after_return", f"{label}: {slot.name} changed after forward's reply")
-        return outcome
+            self.samples.append(Sample(label, wall_ms, len(calls), self._reported(reply)))
+        metas = reply.get("calls")
+        if not isinstance(metas, list) or len(metas) != len(calls):
+            raise CallFailed("runtime_error", f"{label}: the candidate's process answered "
+                                              f"{len(metas) if isinstance(metas, list) else 'no'} call results for "
+                                              f"{len(calls)} calls")
+        outcomes: list[Outcome] = []
+        for call, meta, snapshot in zip(calls, metas, snapshots):
+            meta = meta if isinstance(meta, dict) else {}
+            if all(isinstance(o, dict) and ("copied" in o or "shape" not in o) for o in meta.get("outs") or []):
+                self.copied_tokens.append(call.token)
+            outcome = self._check(call, meta, snapshot)
+            # Rationale: outputs written after the reply (device work still running when the candidate answered, or
+            # started later) differ from the judge's copy taken at the reply.
+            for slot, copy_ in zip(call.bufset.outputs, snapshot):
+                if not compare.tensors_equal(slot.view, copy_):
+                    self.state.fire("work_after_return", f"{call.label}: {slot.name} changed after the reply")
+            outcomes.append(outcome)
+            if not outcome.ok:
+                break
+        return outcomes
 
-    def _check(self, bufset: BufferSet, inputs: list[Any], label: str, reply: dict[str, Any],
-               stash: bool, snapshot: list[Any]) -> Outcome:
+    def _check(self, call: Call, reply: dict[str, Any], snapshot: list[Any]) -> Outcome:
         state = self.state
+        bufset, inputs, label = call.bufset, call.inputs, call.label
         state.calls_checked += 1
         # Rationale: out-of-bounds writes corrupt neighbouring memory (and could plant results for later calls).
         for name in bufset.broken_canaries():
             state.fire("out_of_bounds_write", f"{label}: the canary bytes around {name} were overwritten")
-        with torch.no_grad():
+        with torch.no_grad(), exact_fp32():
             golden = self.ref_model(*inputs)
         self._sync()
         candidate, problem = self._candidate_outputs(bufset, golden, reply, snapshot)
@@ -276,8 +320,9 @@ class Session:
                 # inputs.
                 state.fire("cached_output", f"{label}: forward returned the result of an earlier call")
         else:
-            if stash and len(self.stash) < PRECISION_STASH:
-                self.stash.append(self._kept(inputs, snapshot))
+            if call.keep:
+                self._reservoir(inputs, snapshot)
+            self._record_error(candidate, golden)
             if len(self.earlier) < 64:
                 self.earlier.append(compare.fingerprint(candidate))
         del golden
@@ -314,44 +359,109 @@ class Session:
         place = (lambda t: t.clone()) if on_device else (lambda t: t.to("cpu"))
         return ([place(x) if isinstance(x, torch.Tensor) else x for x in inputs], [place(o) for o in outputs])
 
+    def _reservoir(self, inputs: list[Any], outputs: list[Any]) -> None:
+        """Reservoir sampling (algorithm R) over every keepable call of the run: after n such calls each of them is
+        in the stash with probability PRECISION_STASH / n, whatever the run's length, so a behaviour that changes
+        after the first N calls is as likely to be probed as one that changes before. Rationale: a probe that
+        keeps the first calls misses a kernel that is exact at first and lowers its precision later."""
+        self.keepable += 1
+        if len(self.stash) < PRECISION_STASH:
+            self.stash.append(self._kept(inputs, outputs))
+            return
+        slot = self._rng.randrange(self.keepable)
+        if slot < PRECISION_STASH:
+            self.stash[slot] = self._kept(inputs, outputs)
+
+    # -- precision ------------------------------------------------------------------------------------------------
+    def calibrate_precision(self, input_sets: list[list[Any]]) -> None:
+        """The fp32 reference's own error against float64 (TF32 off), on the judge's inputs, before any candidate
+        code loads: the scale every call's error against the fp32 reference is judged by (`_record_error`)."""
+        if not (self.fp32 and self.config.precision_probe):
+            return
+        try:
+            with exact_fp32():
+                ref64 = copy.deepcopy(self.ref_model).double()
+                errors = []
+                for inputs in input_sets:
+                    with torch.no_grad():
+                        out32 = [v for _, v in compare.flatten(self.ref_model(*inputs))]
+                        out64 = [v for _, v in compare.flatten(ref64(*_to_double(inputs)))]
+                    for r32, r64 in zip(out32, out64):
+                        if isinstance(r64, torch.Tensor) and r64.dtype.is_floating_point and r64.numel():
+                            errors.append(_rel_err(r32, r64))
+                del ref64
+            self._sync()
+            finite = [e for e in errors if math.isfinite(e)]
+            if finite:
+                self.ref_error = max(finite)
+        except Exception as exc:  # noqa: BLE001 - some ops have no float64 kernel
+            self.state.notes.append(f"per-call precision check off: the reference does not run in float64 ({exc})"[:300])
+
+    def _record_error(self, candidate: Any, golden: Any) -> None:
+        """Every call's relative error against the fp32 reference (computed with TF32 off), kept per call; the
+        verdict (`precision_verdict`) compares the largest with the calibrated scale. Rationale: checking every
+        call leaves no call where lowered precision goes unseen."""
+        if self.ref_error is None:
+            return
+        worst = 0.0
+        for (_, cand), (_, ref) in zip(compare.flatten(candidate), compare.flatten(golden)):
+            if isinstance(ref, torch.Tensor) and ref.dtype.is_floating_point and ref.numel() and \
+                    isinstance(cand, torch.Tensor) and cand.shape == ref.shape:
+                worst = max(worst, _rel_err(cand, ref.double()))
+        self.call_errors.append(worst)
+
+    def precision_verdict(self) -> None:
+        """Rationale: lowered precision (TF32, bf16, fp16 operands) passes a 1e-2 tolerance on benign inputs. A
+        call whose error against the fp32 reference exceeds (PRECISION_RATIO + 1) times the fp32 reference's own
+        error against float64 (plus the floor) has an error against float64 above PRECISION_RATIO times the
+        reference's, by the triangle inequality: not an fp32 computation."""
+        if self.ref_error is None or not self.call_errors:
+            return
+        limit = (PRECISION_RATIO + 1.0) * self.ref_error + PRECISION_FLOOR
+        worst = max(self.call_errors)
+        self.state.check("precision_every_call")
+        if worst > limit:
+            count = sum(e > limit for e in self.call_errors)
+            self.state.fire("lowered_precision", f"{count} of {len(self.call_errors)} calls: relative error against "
+                                                 f"the fp32 reference up to {worst:.2e}; the fp32 reference's own "
+                                                 f"error against float64 is {self.ref_error:.2e} (limit {limit:.2e})")
+
     # -- probes -------------------------------------------------------------------------------------------------
     def precision_probe(self) -> None:
         """Rationale: lowered precision. fp16/bf16/TF32 pass a 1e-2 tolerance on benign inputs, but their error
         against a float64 reference is far above any fp32 computation's. The float64 reference and the fp32
         reference it is compared with are computed with TF32 off; the fp32 reference's own error sets the scale,
-        so ill-conditioned tasks do not false-fire. Runs on calls kept at random, after the loop."""
+        so ill-conditioned tasks do not false-fire. Runs after the loop on calls kept by reservoir sampling."""
         if not (self.fp32 and self.config.precision_probe and self.stash):
             return
-        flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
         try:
-            ref64 = copy.deepcopy(self.ref_model).double()
-            for kept_inputs, kept_outputs in self.stash:
-                inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in kept_inputs]
-                outputs = [o.to(self.device) for o in kept_outputs]
-                inputs64 = [x.double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x
-                            for x in inputs]
-                with torch.no_grad():
-                    out64 = [v for _, v in compare.flatten(ref64(*inputs64))]
-                    out32 = [v for _, v in compare.flatten(self.ref_model(*inputs))]
-                self._sync()
-                tensors = [(o, r32, r64) for o, r32, r64 in zip(outputs, [t for t in out32 if isinstance(t, torch.Tensor)],
-                                                                 [t for t in out64 if isinstance(t, torch.Tensor)])]
-                for k, (cand, r32, r64) in enumerate(tensors):
-                    if not (r64.dtype.is_floating_point and r64.numel()):
-                        continue
-                    e_ref, e_cand = _rel_err(r32, r64), _rel_err(cand, r64)
-                    if e_cand > max(PRECISION_RATIO * e_ref, PRECISION_FLOOR):
-                        self.state.fire("lowered_precision", f"output {k}: relative error vs float64 {e_cand:.2e}, "
-                                                             f"the fp32 reference's is {e_ref:.2e}")
-                del inputs64, out64, out32
+            with exact_fp32():
+                self._probe_stash()
             self.state.check("precision_probe")
         except Exception as exc:  # noqa: BLE001 - some ops have no float64 kernel
             self.state.notes.append(f"precision probe skipped: the reference does not run in float64 ({exc})"[:300])
         finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
             self.stash.clear()
+
+    def _probe_stash(self) -> None:
+        ref64 = copy.deepcopy(self.ref_model).double()
+        for kept_inputs, kept_outputs in self.stash:
+            inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in kept_inputs]
+            outputs = [o.to(self.device) for o in kept_outputs]
+            with torch.no_grad():
+                out64 = [v for _, v in compare.flatten(ref64(*_to_double(inputs)))]
+                out32 = [v for _, v in compare.flatten(self.ref_model(*inputs))]
+            self._sync()
+            tensors = zip(outputs, [t for t in out32 if isinstance(t, torch.Tensor)],
+                          [t for t in out64 if isinstance(t, torch.Tensor)])
+            for k, (cand, r32, r64) in enumerate(tensors):
+                if not (r64.dtype.is_floating_point and r64.numel()):
+                    continue
+                e_ref, e_cand = _rel_err(r32, r64), _rel_err(cand, r64)
+                if e_cand > max(PRECISION_RATIO * e_ref, PRECISION_FLOOR):
+                    self.state.fire("lowered_precision", f"output {k}: relative error vs float64 {e_cand:.2e}, "
+                                                         f"the fp32 reference's is {e_ref:.2e}")
+            del out64, out32
 
     def inventory(self) -> dict[str, Any]:
         """The kernel tap's records, per call token (the candidate's word; see `judge.kernels`)."""
@@ -405,6 +515,22 @@ def _rel_err(a: torch.Tensor, ref64: torch.Tensor) -> float:
         scale_sq += float((r * r).sum().item())
     diff, scale = math.sqrt(diff_sq), math.sqrt(scale_sq)
     return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+
+
+@contextlib.contextmanager
+def exact_fp32() -> Iterator[None]:
+    """TF32 off for matrix products and convolutions inside the block (the judge's references)."""
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+
+
+def _to_double(inputs: list[Any]) -> list[Any]:
+    return [x.double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x for x in inputs]
 
 
 def fresh_inputs(module: Any, seed: int, device: torch.device) -> list[Any]:

@@ -10,7 +10,8 @@ measures itself, and uses the rest as evidence to cross-check.
 Protocol (`channel` messages, one request then one reply):
   {"op": "load", ...}     import the solution, construct ModelNew under the judge's seed -> parameter summary
   {"op": "regions", ...}  + descriptors: map shared regions
-  {"op": "call", ...}     run forward on views of the regions, copy outputs, synchronise -> times, output metadata
+  {"op": "calls", ...}    K calls back to back (forward on views of the regions, outputs copied into the call's
+                          buffers), one synchronisation at the end -> output metadata per call (times: diagnostics)
   {"op": "inventory"}     the kernels each call launched (when the kernel tap is on)
   {"op": "stop"}          exit
 """
@@ -186,57 +187,58 @@ class Server:
             return self._view(spec["t"])
         return decode_value(spec["v"])
 
-    # -- the call -----------------------------------------------------------------------------------------------
-    def call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """One forward call, the same way for every call: events around forward on the current stream, the outputs
-        copied into the judge's buffers on that stream (work not joined back to it is not there yet), then the whole
-        device synchronised, so the host bracket also covers work on other streams."""
-        args = [self._arg(a) for a in msg["args"]]
-        outs = [self._view(o) for o in msg["outs"]]
-        token = int(msg["token"])
-        model = self.model if not msg.get("null") else self._null_model(outs)
-        if model is None:
-            raise CandidateFailure("eval_error", "call before load")
+    # -- the calls ----------------------------------------------------------------------------------------------
+    def calls(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One request: ``msg["calls"]`` run back to back, the same way for every call and every request: forward on
+        the call's own input views, its outputs copied into the call's own output buffers on the current stream,
+        then the next call; the whole device is synchronised once, after the last. The judge times the request on
+        its own clock; the times reported here (events around each forward, the host clock around the request) are
+        diagnostics only."""
+        specs = msg["calls"]
+        null = bool(msg.get("null"))
+        prepared = [([self._arg(a) for a in spec["args"]], [self._view(o) for o in spec["outs"]], int(spec["token"]))
+                    for spec in specs]
         cuda = self.device.type == "cuda"
-        if cuda:
-            stream = torch.cuda.current_stream(self.device)
-            start, end, copied = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        tap = self.tap if not msg.get("null") else None
-        if tap is not None:
-            tap.begin(token, "call")
+        stream = torch.cuda.current_stream(self.device) if cuda else None
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in prepared] if cuda else []
+        tap = self.tap if not null else None
+        metas: list[list[Any]] = []
+        host_events: list[float] = []
         t0 = _perf()
-        if cuda:
-            start.record(stream)
         try:
-            with torch.no_grad():
-                out = model(*args)
+            for k, (args, outs, token) in enumerate(prepared):
+                model = self.model if not null else self._null_model(outs)
+                if model is None:
+                    raise CandidateFailure("eval_error", "call before load")
+                if tap is not None:
+                    tap.begin(token, "call")
+                t_call = _perf()
+                if cuda:
+                    events[k][0].record(stream)
+                try:
+                    with torch.no_grad():
+                        out = model(*args)
+                    if cuda:
+                        events[k][1].record(stream)
+                    host_events.append((_perf() - t_call) * 1e3)
+                    if tap is not None:
+                        tap.end()
+                        tap.begin(token, "copy")
+                    metas.append(_copy_out(out, outs, self.device))
+                finally:
+                    if tap is not None:
+                        tap.end()
+                del out
             if cuda:
-                end.record(stream)
-            t1 = _perf()
-            if tap is not None:
-                tap.end()
-                tap.begin(token, "copy")
-            meta = _copy_out(out, outs, self.device)
-            if cuda:
-                copied.record(stream)
                 torch.cuda.synchronize(self.device)
         except CandidateFailure:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise _failure(exc, "forward") from exc
-        finally:
-            if tap is not None:
-                tap.end()
-        t2 = _perf()
-        del out
-        reply: dict[str, Any] = {"ok": True, "outs": meta, "host_ms": (t2 - t0) * 1e3}
-        if cuda:
-            reply["event_ms"] = start.elapsed_time(end)
-            reply["copy_ms"] = end.elapsed_time(copied)
-        else:
-            reply["event_ms"] = (t1 - t0) * 1e3
-            reply["copy_ms"] = 0.0
-        return reply
+        host_ms = (_perf() - t0) * 1e3
+        reported = [start.elapsed_time(end) for start, end in events] if cuda else host_events
+        return {"ok": True, "calls": [{"outs": meta} for meta in metas], "host_ms": host_ms, "event_ms": reported}
 
     def _null_model(self, outs: list[torch.Tensor]) -> Any:
         """The calibration model: returns ready-made tensors shaped like the outputs (no kernels of its own)."""
@@ -307,7 +309,7 @@ def serve(sock: socket.socket, device: str = "", tap: bool = False) -> int:
     handlers = {
         "load": lambda m, f: server.load(m),
         "regions": server.map_regions,
-        "call": lambda m, f: server.call(m),
+        "calls": lambda m, f: server.calls(m),
         "inventory": lambda m, f: server.inventory(),
     }
     channel.send(sock, {"ok": True, "ready": True, "pid": os.getpid()})

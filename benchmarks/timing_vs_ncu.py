@@ -1,0 +1,179 @@
+"""The judge's clock against Nsight Compute (GPU host): is a call's time, as the judge measures it, the time of the
+candidate's kernels?
+
+For each honest case named (default: every honest corpus case, or those of `--cases`), two measurements:
+  judge  the case evaluated as usual (strict mode, the warm worker): ``result.candidate.median_ms``, the judge's
+         per-call time (a request of K back-to-back calls on K input sets, less the null request, over K);
+  ncu    the same solution built the same way and loaded in a process of its own (this script's ``--target`` mode,
+         our own honest code only, so unsandboxed), driven the way the judge drives it (K back-to-back calls on K
+         input sets after an L2 flush, the same K), under ``ncu --cache-control none --clock-control none
+         --metrics gpu__time_duration.sum`` between profiler start and stop: the summed kernel time per call.
+``err = |judge - ncu| / ncu``; ``timing_vs_ncu_max_err`` is the largest over the cases whose ncu time is at least
+10 us. Writes benchmarks/results/timing_vs_ncu.json (machine, date, command) and prints a table.
+
+Run: PYTHONPATH=src python3 benchmarks/timing_vs_ncu.py [--cases NAME ...] [--budget-s 300]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
+
+log = logging.getLogger("benchmarks.timing_vs_ncu")
+REQUESTS = 5
+MIN_KERNEL_MS = 0.010
+NCU = os.environ.get("NCU", "ncu")
+
+
+def _entries(names: list[str]) -> list[Any]:
+    from corpus import honest_entries
+
+    entries = [e for e in honest_entries() if e.gpu]
+    if names:
+        entries = [e for e in entries if e.label.split("/")[-1] in names or e.label in names]
+    return entries
+
+
+def target(label: str, batch: int) -> int:
+    """Build and load one honest case the way the runner does, then run REQUESTS requests of ``batch`` back-to-back
+    calls between profiler start and stop (3 untimed requests before)."""
+    import torch
+
+    from corpus import honest_entries
+    from cuda_agent.evaluator import EvalConfig
+    from cuda_agent.evaluator.judge import reference
+    from cuda_agent.evaluator.judge.prepare import prepare
+    from cuda_agent.evaluator.judge.values import encode
+    from cuda_agent.evaluator.runner.serve import Server
+
+    entry = next(e for e in honest_entries() if e.label == label)
+    task = entry.load_task()
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / "scratch"
+        scratch.mkdir()
+        solution = entry.materialise(Path(tmp) / "ws")
+        prepared = prepare(solution, task, EvalConfig(mode=entry.mode), scratch, sandboxed=False, gpu=True)
+        inside = lambda p: p.replace("/scratch", str(scratch)) if p else p  # noqa: E731
+        module = reference.load_task_module(task.code, f"<task {task.id}>")
+        init = reference.init_values(module)
+        server = Server(None)  # type: ignore[arg-type]
+        server.warm("cuda:0", False)
+        server.load({"device": "cuda:0", "kind": prepared.kind, "module": inside(prepared.module),
+                     "library": inside(prepared.library), "inline_dir": inside(prepared.inline_dir), "seed": 1,
+                     "init_inputs": [encode(v) for v in init], "perturb_init": False, "kernel_tap": False})
+        device = torch.device("cuda:0")
+        sets = [reference.make_inputs(module, 1000 + k, device) for k in range(batch)]
+        flush = torch.empty(256 << 20, dtype=torch.int8, device=device)
+        model = server.model
+
+        def request() -> None:
+            flush.zero_()
+            torch.cuda.synchronize()
+            with torch.no_grad():
+                for inputs in sets:
+                    model(*inputs)
+            torch.cuda.synchronize()
+
+        for _ in range(3):
+            request()
+        torch.cuda.profiler.start()
+        for _ in range(REQUESTS):
+            request()
+        torch.cuda.profiler.stop()
+    return 0
+
+
+def ncu_per_call_ms(label: str, batch: int, log_dir: Path) -> float:
+    """The summed kernel time per call under Nsight Compute (the flush kernels left out)."""
+    command = [NCU, "--profile-from-start", "off", "--cache-control", "none", "--clock-control", "none",
+               "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base", sys.executable,
+               str(Path(__file__).resolve()), "--target", label, "--batch", str(batch)]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    (log_dir / f"ncu_{label.replace('/', '__')}.txt").write_text(proc.stdout[-200000:] + "\n" + proc.stderr[-20000:])
+    if proc.returncode != 0:
+        raise RuntimeError(f"ncu exited {proc.returncode}: {proc.stderr[-500:]}")
+    text = proc.stdout[proc.stdout.find('"ID"'):]
+    total_ns = 0.0
+    for row in csv.DictReader(io.StringIO(text)):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        name = row.get("Kernel Name", "")
+        if "FillFunctor" in name or "fill_kernel" in name:  # the L2 flush (zero_) between requests
+            continue
+        total_ns += float(row["Metric Value"].replace(",", ""))
+    return total_ns / 1e6 / (REQUESTS * batch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", nargs="*", default=[])
+    parser.add_argument("--budget-s", type=float, default=300.0)
+    parser.add_argument("--target", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.target:
+        return target(args.target, args.batch)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if shutil.which(NCU) is None:
+        log.error("ncu not found (set NCU to its path)")
+        return 2
+    from cuda_agent.benchmarks_io import write_result
+    from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    log_dir = Path(os.environ.get("OUT", tempfile.mkdtemp()))
+    with tempfile.TemporaryDirectory() as tmp, WarmWorker() as worker:
+        for entry in _entries(args.cases):
+            if time.perf_counter() - started > args.budget_s:
+                rows.append({"case": entry.label, "skipped": "budget"})
+                continue
+            result = evaluate(entry.load_task(), entry.materialise(Path(tmp)), EvalConfig(mode=entry.mode),
+                              worker=worker)
+            clock = result.extra.get("judge_clock") or {}
+            row: dict[str, Any] = {"case": entry.label, "stage": result.stage, "reward": result.reward,
+                                   "batch": clock.get("batch"),
+                                   "judge_ms": result.candidate.median_ms if result.candidate else None,
+                                   "reported_ms": clock.get("reported_per_call_ms")}
+            if result.candidate is not None and clock.get("batch"):
+                try:
+                    row["ncu_ms"] = ncu_per_call_ms(entry.label, int(clock["batch"]), log_dir)
+                    row["err"] = abs(row["judge_ms"] - row["ncu_ms"]) / row["ncu_ms"] if row["ncu_ms"] else None
+                except Exception as exc:  # noqa: BLE001 - one case's profile failing is a row, not the run
+                    row["ncu_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            rows.append(row)
+            log.info("%-44s %s", entry.label, json.dumps({k: v for k, v in row.items() if k != "case"}))
+    measured = [r for r in rows if r.get("err") is not None and r["ncu_ms"] >= MIN_KERNEL_MS]
+    metrics = {"cases": len(rows), "compared": len(measured),
+               "timing_vs_ncu_max_err": max((r["err"] for r in measured), default=-1.0),
+               "timing_vs_ncu_median_err": sorted(r["err"] for r in measured)[len(measured) // 2] if measured else -1.0}
+    command = "PYTHONPATH=src python3 benchmarks/timing_vs_ncu.py " + " ".join(argv or sys.argv[1:])
+    write_result("timing_vs_ncu", metrics, command=command.strip(), extra={"cases": rows})
+    log.info("%-44s %10s %10s %10s %6s", "case", "ncu ms", "judge ms", "reported", "err")
+    for r in rows:
+        log.info("%-44s %10s %10s %10s %6s", r["case"], _fmt(r.get("ncu_ms")), _fmt(r.get("judge_ms")),
+                 _fmt(r.get("reported_ms")), _fmt(r.get("err")))
+    log.info("%s", metrics)
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
