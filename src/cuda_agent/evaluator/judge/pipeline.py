@@ -44,6 +44,7 @@ MIN_TIMED_REQUESTS = 5
 MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
 CPU_MAX_BATCH = 4
+MIN_CALLS = 16               # the fewest ordinary calls of any run (every one checked)
 
 
 class PhaseClock:
@@ -280,26 +281,29 @@ class Evaluation:
         batch = measure.batch_size(ref_ms, per_set, self.device)
         return batch if self.cuda else min(batch, CPU_MAX_BATCH)
 
-    def _request_plan(self) -> tuple[int, int]:
-        """(untimed warm-up requests, timed requests), fixed before the candidate's code loads. Rationale: a run
-        whose length depends on what the candidate does lets it end the run before a behaviour change is seen;
-        the variants are placed uniformly over a run of known length."""
+    def _request_plan(self, variants: int) -> tuple[int, int]:
+        """(untimed warm-up requests, later requests), fixed before the candidate's code loads: at least
+        `MIN_CALLS` calls besides the ``variants`` (and, when timing, 5 to 30 timed requests within
+        ``timing_budget_s`` of the reference's time). Rationale: a run whose length depends on what the candidate does
+        lets it end the run before a behaviour change is seen; the variants are placed uniformly over a run of known
+        length."""
         config = self.config
         warmup = max(1, config.warmup)
+        least = max(1, math.ceil((max(MIN_CALLS, config.n_trials) + variants) / self.batch) - warmup)
         if not config.profile:
-            return warmup, max(1, math.ceil(config.n_trials / self.batch))
+            return warmup, least
         wanted = min(MAX_TIMED_REQUESTS, max(MIN_TIMED_REQUESTS, math.ceil(config.reps / self.batch)))
         per_request_s = max(self.reference_ms, 1e-3) * self.batch * CHECK_COST_FACTOR / 1e3
         affordable = int(config.timing_budget_s / per_request_s)
-        return warmup, max(MIN_TIMED_REQUESTS, min(wanted, affordable))
+        return warmup, max(least, MIN_TIMED_REQUESTS, min(wanted, affordable))
 
     def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, sets: list[Any],
                baselines: Any, ref_model: torch.nn.Module, module: Any) -> EvalResult:
         config, state, clock = self.config, self.state, self.clock
         clock.start("calls")
-        warmup, timed_requests = self._request_plan()
-        requests = warmup + timed_requests
         variants = self._variant_plan(module) if config.variants else []
+        warmup, timed_requests = self._request_plan(len(variants))
+        requests = warmup + timed_requests
         slots = requests * self.batch
         positions = self._rng.sample(range(slots), min(len(variants), slots))
         planned = dict(zip(positions, variants))
@@ -422,7 +426,8 @@ class Evaluation:
                     checks_run=tuple(state.checks), notes=tuple(state.notes),
                     build_seconds=prepared.build_seconds if prepared else None, max_abs_error=state.max_abs,
                     max_rel_error=state.max_rel, input_sets_checked=state.calls_checked,
-                    extra={"phase_seconds": dict(self.clock.seconds), "processes": dict(self.processes)})
+                    extra={"phase_seconds": dict(self.clock.seconds), "processes": dict(self.processes),
+                           "run": dict(self.run_shape)})
 
     def _verdict_rules(self, prepared: Prepared | None, **fields: Any) -> EvalResult:
         violations = tuple(self.state.violations)
@@ -456,7 +461,7 @@ class Evaluation:
                                  "null_request_ms": measure.median([s.wall_ms for s in session.null_samples])
                                  if session.null_samples else None,
                                  "reported_per_call_ms": measure.reported_per_call_ms(session.samples),
-                                 "reported_time_used": 0}, "run": dict(self.run_shape)}
+                                 "reported_time_used": 0}}
         if self.cuda:
             state.check("judge_clock")
         timing_sets = [[s.view if s is not None else x for s, x in zip(b.inputs, b.scalars)] for b in sets]
