@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing ncu compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -61,6 +61,10 @@ for s in "${stages[@]}"; do
     # KernelBench's own evaluator beside relaxed mode (carry .carry/kernelbench_eval and .carry/kernelbench_wheels:
     # benchmarks/README.md, "Relaxed-mode parity")
     parity) stage parity "${PARITY_LIMIT_S:-420}" python3 benchmarks/relaxed_parity.py --kernelbench-src .carry/kernelbench_eval/kernelbench --wheels .carry/kernelbench_wheels --jobs 8 ;;
+    # the judge's clock against Nsight Compute (NCU_CASES: honest case names; empty: every GPU honest case)
+    ncu) stage ncu "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu.log" ;;
+    # the judge's timer and clock arithmetic on the GPU
+    timing) stage timing 240 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 tests/evaluator/test_timing_gpu.py tests/evaluator/test_judge_units.py 2>&1 | tee "$0"' "$OUT/timing_tests.log" ;;
     synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac

@@ -13,6 +13,7 @@ from cuda_agent.evaluator.timing import (
     OutputMismatchDuringTiming,
     TimingConfig,
     TimingStats,
+    time_batched,
     time_forward,
 )
 
@@ -157,3 +158,28 @@ def test_median_ci_narrows_with_more_samples() -> None:
 def test_empty_input_sets_rejected() -> None:
     with pytest.raises(ValueError, match="input_sets is empty"):
         time_forward(lambda: None, [])
+
+
+def test_batched_timing_divides_the_span_less_the_null_span_by_the_calls() -> None:
+    calls: list[int] = []
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        _spin(1.0)
+        return x * 2
+
+    stats = time_batched(fn, _sets(4), requests=5, warmup_requests=1)
+    assert stats.clock == "batched_perf_counter" and stats.n == 5
+    assert len(calls) == 4 * (1 + 1 + 5)  # outputs shaped once, one warm-up request, five timed requests
+    assert stats.median_ms >= 0.9  # the 1 ms spin per call (wall clock: a loaded CPU only adds to it)
+    assert stats.host_median_ms is not None and stats.host_median_ms >= stats.median_ms
+
+
+def test_batched_timing_times_each_input_set_once_a_request() -> None:
+    sets = _sets(3)
+    ids = {id(s[0]): i for i, s in enumerate(sets)}
+    seen: list[int] = []
+    time_batched(lambda x: (seen.append(ids[id(x)]), x)[1], sets, requests=2, warmup_requests=0)
+    assert seen == [0, 1, 2] * 3
+    with pytest.raises(ValueError):
+        time_batched(lambda x: x, [])

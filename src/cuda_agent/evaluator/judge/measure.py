@@ -23,7 +23,7 @@ import torch
 from cuda_agent.evaluator import timing
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import reference
-from cuda_agent.evaluator.judge.session import Sample
+from cuda_agent.evaluator.judge.session import Sample, exact_fp32
 from cuda_agent.evaluator.stats import TimingStats, median
 
 PAIRED_TIME_CAP_S = 0.5
@@ -91,7 +91,7 @@ def set_bytes(inputs: list[Any], outputs: list[Any]) -> int:
 def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, batch: int) -> str:
     from cuda_agent.evaluator.baselines import baseline_key, environment_key_parts
 
-    settings = {"timer": "batched", "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
+    settings = {"timer": "batched", "tf32": False, "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
     return baseline_key(task_hash, settings=settings, **environment_key_parts(device))
 
 
@@ -119,7 +119,8 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
 
         inductor_config.compile_threads = 1
         sets = [reference.make_inputs(module, seeds[k % len(seeds)] + k, device) for k in range(batch)]
-        return measure_baselines(ref_model, sets, key=key, breakdown=device.type == "cuda", timer=_batched_timer)
+        with exact_fp32():  # the precision fp32 tasks are held to (the evaluator README's precision contract)
+            return measure_baselines(ref_model, sets, key=key, breakdown=device.type == "cuda", timer=_batched_timer)
 
     return BaselineCache(config.baseline_cache_dir).get_or_measure(key, measure, refresh=refresh)
 
@@ -135,7 +136,8 @@ def drift_factor(paired_ms: float, cached_ms: float) -> float:
 def time_reference_again(ref_model: torch.nn.Module, sets: list[list[Any]], config: EvalConfig) -> TimingStats:
     """Eager PyTorch on the candidate's own buffer sets (one request's worth), in the judge, after the candidate's
     process ended, timed as the baselines are."""
-    return timing.time_batched(ref_model, sets, requests=5, time_cap_s=PAIRED_TIME_CAP_S)
+    with exact_fp32():
+        return timing.time_batched(ref_model, sets, requests=5, time_cap_s=PAIRED_TIME_CAP_S)
 
 
 def output_floor_ms(outputs: list[torch.Tensor], device: torch.device) -> float:

@@ -94,6 +94,10 @@ class Server:
         """Before any candidate is known: initialise the device and start the kernel tap (seconds of CUDA and
         CUPTI start-up that a spare process spends while it waits)."""
         self.device = torch.device(device)
+        # fp32 tasks are held to fp32 (the evaluator README's precision contract): PyTorch's own convolutions in the
+        # candidate's forward (relaxed mode) run without TF32, as the judge's references and baselines do
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)

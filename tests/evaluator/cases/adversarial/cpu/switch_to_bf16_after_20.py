@@ -1,6 +1,6 @@
 # task: small_linear_relu  mode: relaxed  expect: lowered_precision  native: no
 # route: precision
-# Cheat: exact (fp32) for its first 40 calls, then bf16 operands and output (well inside the 1e-2 tolerance): a
+# Cheat: exact (fp32) for its first 20 calls, then bf16 operands and output (well inside the 1e-2 tolerance): a
 # precision probe that keeps early calls never sees the switch. Rationale of the defence: every call's error against
 # the fp32 reference is judged against the fp32 reference's own error, and the float64 probe keeps calls by
 # reservoir sampling over the whole run.
@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SWITCH_AFTER = 40
+SWITCH_AFTER = 20
 
 
 class ModelNew(nn.Module):
