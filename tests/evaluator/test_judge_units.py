@@ -183,3 +183,22 @@ def test_the_candidate_process_cannot_fork_or_exec_but_can_thread() -> None:
                           env={**os.environ, "PYTHONPATH": SRC})
     assert done.returncode == 0, done.stderr
     assert "ESCAPED" not in done.stdout and done.stdout.count("refused 1") == 3
+
+
+def test_wait_readable_returns_when_data_arrives_and_gives_up_after_its_budget() -> None:
+    import socket
+    import time
+
+    left, right = socket.socketpair()
+    try:
+        start = time.perf_counter()
+        channel.wait_readable(right, 0.05, time.perf_counter)  # nothing arrives: about its budget, then returns
+        assert 0.04 <= time.perf_counter() - start < 1.0
+        channel.send(left, {"op": "x"})
+        start = time.perf_counter()
+        channel.wait_readable(right, 5.0, time.perf_counter)  # already readable: returns at once
+        assert time.perf_counter() - start < 0.5
+        assert channel.receive(right)[0] == {"op": "x"}
+    finally:
+        left.close()
+        right.close()

@@ -46,7 +46,7 @@ class EvalConfig:
         runtime_audit: record the kernels each call launches (GPU only; the kernel tap, on for every call alike):
             decoy kernels, PyTorch compute in strict mode, a tap that was switched off.
         timeout_s: wall-clock limit of the whole evaluation (build included); past it the process group is killed.
-        warmup: requests (of K calls each, K fixed from the reference's time) before timing starts (at least 1
+        warmup: requests (of K0 calls each, K0 fixed from the reference's time) before timing starts (at least 1
             is always untimed: the candidate's first call may compile or allocate).
         reps: the timed calls wanted; the timed requests are reps / K, between 5 and 30, fewer when
             ``timing_budget_s`` of the reference's time would be spent first (never fewer than 5). The number of
@@ -82,7 +82,7 @@ class EvalConfig:
     kernel_breakdown: bool = False
     runtime_audit: bool = True
     timeout_s: float = 300.0
-    warmup: int = 1
+    warmup: int = 2
     reps: int = 50
     timing_budget_s: float = 2.0
     device: str = "auto"

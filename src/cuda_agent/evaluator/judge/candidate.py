@@ -33,6 +33,7 @@ RUNNER_MOUNT = "/opt/cuda-agent"
 _RUNNER_SOURCE = Path(__file__).resolve().parent.parent / "runner"
 _CONTROL_FD = 3
 _LOG_TAIL = 6000
+REPLY_SPIN_S = 0.25  # seconds the judge polls for a GPU request's reply before it sleeps (see channel.wait_readable)
 
 
 class CandidateGone(Exception):
@@ -274,9 +275,10 @@ class CandidateProcess:
 
     # -- messages -----------------------------------------------------------------------------------------------
     def request(self, message: dict[str, Any], *, timeout: float, fds: tuple[int, ...] = (),
-                send: bool = True) -> dict[str, Any]:
-        """Send ``message`` and wait up to ``timeout`` seconds for the reply. Raises CandidateGone (timeout, crash,
-        a reply that is not a message)."""
+                send: bool = True, spin_s: float = 0.0) -> dict[str, Any]:
+        """Send ``message`` and wait up to ``timeout`` seconds for the reply, polling without sleeping for the first
+        ``spin_s`` seconds (`channel.wait_readable`). Raises CandidateGone (timeout, crash, a reply that is not a
+        message)."""
         if self._sock is None:
             raise CandidateGone("eval_error", "the candidate process is not running")
         self.thaw()
@@ -285,6 +287,9 @@ class CandidateProcess:
             if send:
                 self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
                 channel.send(self._sock, message, fds)
+            if spin_s > 0:
+                channel.wait_readable(self._sock, min(spin_s, max(deadline - time.monotonic(), 0.0)),
+                                      time.perf_counter)
             self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
             reply, extra = channel.receive(self._sock)
         except (socket.timeout, TimeoutError) as exc:
@@ -336,7 +341,7 @@ class CandidateProcess:
         """One call; returns the reply and the round trip's wall milliseconds on the judge's clock. The process is
         frozen as soon as the reply is in."""
         start = time.perf_counter()
-        reply = self.request(message, timeout=timeout)
+        reply = self.request(message, timeout=timeout, spin_s=REPLY_SPIN_S if self.gpu else 0.0)
         wall_ms = (time.perf_counter() - start) * 1e3
         self.freeze()
         return reply, wall_ms

@@ -32,11 +32,17 @@ MAX_BATCH = 64               # ... with at most this many calls (and input sets)
 SET_MEMORY_FRACTION = 0.25   # all of a request's buffer sets within this fraction of the device's memory
 
 
+MIN_CALL_MS = 1e-4           # a call's time is never taken below 0.1 us (the speed-of-light floor judges such times)
+
+
 def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> TimingStats:
-    """The candidate's per-call times on the judge's clock: each timed request's span less the null requests'
-    median span, over the request's calls. Raises ValueError without timed requests."""
-    overhead = median([s.wall_ms for s in null]) if null else 0.0
-    times = [max(s.wall_ms - overhead, 0.0) / max(1, s.calls) for s in samples]
+    """The candidate's per-call times on the judge's clock: each timed request's span less the median span of the
+    null requests with as many calls, over the request's calls. Raises ValueError without timed requests."""
+    overheads: dict[int, float] = {}
+    for calls in {s.calls for s in samples}:
+        same = [n.wall_ms for n in null if n.calls == calls]
+        overheads[calls] = median(same) if same else 0.0
+    times = [max(s.wall_ms - overheads[s.calls], MIN_CALL_MS * s.calls) / max(1, s.calls) for s in samples]
     spans = sorted(s.wall_ms / max(1, s.calls) for s in samples)
     return TimingStats.from_samples(times, clock="judge" if cuda else "judge_cpu",
                                     host_median_ms=spans[len(spans) // 2] if spans else None)
@@ -46,6 +52,12 @@ def reported_per_call_ms(samples: list[Sample]) -> float:
     """The median per-call time the candidate's process reported (its word; reported, never used)."""
     values = [s.reported_ms / max(1, s.calls) for s in samples if math.isfinite(s.reported_ms)]
     return median(values) if values else math.nan
+
+
+def breakdown(samples: list[Sample]) -> dict[str, float]:
+    """Median milliseconds of each part of a request (`session._breakdown`; diagnostics only)."""
+    keys = sorted({k for s in samples for k in s.stamps})
+    return {k: round(median([s.stamps[k] for s in samples if k in s.stamps]), 4) for k in keys}
 
 
 def batch_size(reference_ms: float, per_set_bytes: int, device: torch.device) -> int:

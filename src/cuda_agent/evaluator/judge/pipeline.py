@@ -39,7 +39,8 @@ from cuda_agent.tasks.task import Task
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
 STARTUP_TIMEOUT_S = 120.0
-NULL_REQUESTS = 12           # null-model requests before the candidate loads (the overhead subtracted)
+NULL_REQUESTS = 8            # null-model requests of each K before the candidate loads (the overhead subtracted)
+ASSUMED_SPEEDUP = 8.0        # K0 assumes a candidate this many times faster than the reference
 MIN_TIMED_REQUESTS = 5
 MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
@@ -124,6 +125,7 @@ class Evaluation:
         self._rng = random.Random(config.seed) if config.seed is not None else random.SystemRandom()
         self.processes: dict[str, Any] = {}
         self.batch = 1
+        self.max_batch = 1
         self.reference_ms = math.nan
         self.run_shape: dict[str, Any] = {}
         self._variant_sets: dict[str, Any] = {}
@@ -177,7 +179,7 @@ class Evaluation:
         fp32 = _fp32_task(probe_inputs, probe_out)
         per_set = measure.set_bytes(probe_inputs, [v for _, v in compare.flatten(probe_out)])
         del probe_out
-        self.batch = self._batch_size(ref_model, probe_inputs, per_set)
+        self.batch, self.max_batch = self._batch_sizes(ref_model, probe_inputs, per_set)
 
         clock.start("build")
         prepared = prepare(self.solution, self.task, config, scratch, sandboxed=sandboxed, gpu=self.cuda)
@@ -215,11 +217,14 @@ class Evaluation:
             proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
             self.processes["candidate"] = proc.pid
             clock.start("calibration")
-            sets = [session.buffers_for(probe_inputs) for _ in range(self.batch)]
+            sets = [session.buffers_for(probe_inputs) for _ in range(self.max_batch)]
             session.calibrate_precision([probe_inputs, reference.make_inputs(module, self.seed(), self.device)])
             if config.profile:
-                session.calibrate(sets, lambda: reference.make_inputs(module, self.seed(), self.device),
-                                  NULL_REQUESTS)
+                size = self.batch
+                while size <= self.max_batch:  # every K the run may use, before any candidate code loads
+                    session.calibrate(sets[:size], lambda: reference.make_inputs(module, self.seed(), self.device),
+                                      NULL_REQUESTS)
+                    size *= 2
             clock.start("candidate_load")
             self._load(proc, prepared, model_seed, init, perturb, ref_model)
             return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
@@ -273,65 +278,88 @@ class Evaluation:
                                     "otherwise create the layers in the reference's order under the same seed")
 
     # -- the calls ----------------------------------------------------------------------------------------------
-    def _batch_size(self, ref_model: torch.nn.Module, inputs: list[Any], per_set: int) -> int:
-        """K, the calls per request, from the reference's own time (no candidate code loaded yet). On a CPU at most
-        `CPU_MAX_BATCH`: its times are reported, never rewarded, and every call is checked at CPU speed."""
+    def _batch_sizes(self, ref_model: torch.nn.Module, inputs: list[Any], per_set: int) -> tuple[int, int]:
+        """(K0, Kmax): the calls of the first request, from the reference's own time, as if the candidate were
+        `ASSUMED_SPEEDUP` times faster; and the most the device's memory allows (`measure.batch_size`), up to which
+        K grows once the first request has shown the candidate's own time (`_adapted_batch`). Both are fixed before
+        any candidate code loads. On a CPU both at most `CPU_MAX_BATCH`: its times are reported, never rewarded,
+        and every call is checked at CPU speed."""
         ref_ms = measure.reference_ms(ref_model, inputs, self.device)
         self.reference_ms = ref_ms
-        batch = measure.batch_size(ref_ms, per_set, self.device)
-        return batch if self.cuda else min(batch, CPU_MAX_BATCH)
+        first = measure.batch_size(ref_ms / ASSUMED_SPEEDUP, per_set, self.device)
+        most = measure.batch_size(0.0, per_set, self.device)
+        if not self.cuda:
+            return min(first, CPU_MAX_BATCH), min(first, CPU_MAX_BATCH)
+        return first, max(first, most)
 
-    def _request_plan(self, variants: int) -> tuple[int, int]:
-        """(untimed warm-up requests, later requests), fixed before the candidate's code loads: at least
-        `MIN_CALLS` calls besides the ``variants`` (and, when timing, 5 to 30 timed requests within
-        ``timing_budget_s`` of the reference's time). Rationale: a run whose length depends on what the candidate does
-        lets it end the run before a behaviour change is seen; the variants are placed uniformly over a run of known
-        length."""
+    def _adapted_batch(self, session: Session) -> int:
+        """K for the requests after the warm-up: doubled from K0 while a request of the candidate's calls (its time
+        on the judge's clock in the last warm-up request) stays within `measure.TARGET_REQUEST_MS`, up to Kmax.
+        Rationale: a per-request overhead the null span does not cancel is divided by K; a candidate that runs
+        slowly in the warm-up only gets a smaller K, never a time it did not take."""
+        if not (self.cuda and self.config.profile and session.history):
+            return self.batch
+        last = session.history[-1]
+        null = [s.wall_ms for s in session.null_samples if s.calls == last.calls]
+        per_call = (last.wall_ms - (measure.median(null) if null else 0.0)) / max(1, last.calls)
+        per_call = max(per_call, measure.MIN_CALL_MS)
+        batch = self.batch
+        while batch * 2 <= self.max_batch and batch * 2 * per_call <= measure.TARGET_REQUEST_MS:
+            batch *= 2
+        return batch
+
+    def _request_plan(self, variants: int, batch: int, per_call_ms: float) -> int:
+        """The requests after the warm-up, fixed before they start: at least `MIN_CALLS` calls besides the
+        ``variants`` (and, when timing, 5 to 30 timed requests within ``timing_budget_s``, the judge's checks
+        counted at about the reference's time per call). Rationale: a run whose length depends on what the candidate
+        does lets it end the run before a behaviour change is seen; the variants are placed uniformly over a run of
+        known length."""
         config = self.config
-        warmup = max(1, config.warmup)
-        least = max(1, math.ceil((max(MIN_CALLS, config.n_trials) + variants) / self.batch) - warmup)
+        least = max(1, math.ceil((max(MIN_CALLS, config.n_trials) + variants) / batch))
         if not config.profile:
-            return warmup, least
-        wanted = min(MAX_TIMED_REQUESTS, max(MIN_TIMED_REQUESTS, math.ceil(config.reps / self.batch)))
-        per_request_s = max(self.reference_ms, 1e-3) * self.batch * CHECK_COST_FACTOR / 1e3
+            return least
+        wanted = min(MAX_TIMED_REQUESTS, max(MIN_TIMED_REQUESTS, math.ceil(config.reps / batch)))
+        per_request_s = batch * (max(per_call_ms, 0.0) + CHECK_COST_FACTOR * max(self.reference_ms, 1e-3)) / 1e3
         affordable = int(config.timing_budget_s / per_request_s)
-        return warmup, max(least, MIN_TIMED_REQUESTS, min(wanted, affordable))
+        return max(least, MIN_TIMED_REQUESTS, min(wanted, affordable))
 
     def _calls(self, session: Session, proc: CandidateProcess, prepared: Prepared, sets: list[Any],
                baselines: Any, ref_model: torch.nn.Module, module: Any) -> EvalResult:
         config, state, clock = self.config, self.state, self.clock
         clock.start("calls")
         variants = self._variant_plan(module) if config.variants else []
-        warmup, timed_requests = self._request_plan(len(variants))
-        requests = warmup + timed_requests
-        slots = requests * self.batch
-        positions = self._rng.sample(range(slots), min(len(variants), slots))
-        planned = dict(zip(positions, variants))
         timed_tokens: list[int] = []
         checked_tokens: list[int] = []
-        self.run_shape = {"batch": self.batch, "requests": requests, "timed_requests": timed_requests,
-                          "calls": slots, "variant_positions": sorted(positions)}
+        warmup = max(1, config.warmup)
+        for r in range(warmup):
+            calls = [Call(bufset, reference.make_inputs(module, self.seed(), self.device), f"warm-up call {k}",
+                          keep=True) for k, bufset in enumerate(sets[:self.batch])]
+            failed = self._run_request(session, calls, f"warm-up request {r}", False, checked_tokens, timed_tokens)
+            if failed is not None:
+                return self._incorrect(session, failed, prepared, module, sets)
+            if state.violations:
+                break
+        batch = self._adapted_batch(session)
+        per_call = measure.judge_times(session.history[-1:], session.null_samples, self.cuda).median_ms \
+            if session.history else 0.0
+        requests = self._request_plan(len(variants), batch, per_call) if not state.violations else 0
+        slots = requests * batch
+        positions = self._rng.sample(range(slots), min(len(variants), slots))
+        planned = dict(zip(positions, variants))
+        self.run_shape = {"first_batch": self.batch, "batch": batch, "max_batch": self.max_batch,
+                          "warmup_requests": warmup, "requests": requests, "calls": slots,
+                          "variant_positions": sorted(positions)}
         for r in range(requests):
-            calls: list[Call] = []
-            for k, bufset in enumerate(sets):
-                variant = planned.get(r * self.batch + k)
+            calls = []
+            for k, bufset in enumerate(sets[:batch]):
+                variant = planned.get(r * batch + k)
                 call = self._variant(session, variant, bufset) if variant is not None else None
                 calls.append(call or Call(bufset, reference.make_inputs(module, self.seed(), self.device),
-                                          f"call {r * self.batch + k}", keep=True))
-            timed = r >= warmup and all(c.keep for c in calls)
-            outcomes = session.request(calls, f"request {r}", timed=timed)
-            tokens = [c.token for c in calls[:len(outcomes)]]
-            checked_tokens.extend(tokens)
-            if timed:
-                timed_tokens.extend(tokens)
-            for call, outcome in zip(calls, outcomes):
-                if call.rule:
-                    state.check(call.rule)
-                    if not outcome.ok:
-                        state.fire(call.rule, f"wrong on {call.label} ({outcome.reason[:300]})")
-            failed = outcomes[-1] if not outcomes[-1].ok else None
-            if failed is not None and not calls[len(outcomes) - 1].rule:
-                return self._incorrect(session, failed.reason, prepared, module, sets)
+                                          f"call {r * batch + k}", keep=True))
+            failed = self._run_request(session, calls, f"request {r}", all(c.keep for c in calls), checked_tokens,
+                                       timed_tokens)
+            if failed is not None:
+                return self._incorrect(session, failed, prepared, module, sets)
             if state.violations:
                 break
         clock.start("kernel_audit")
@@ -356,6 +384,24 @@ class Evaluation:
                                                 **self._common(prepared)))
         clock.start("profile")
         return self._timed(session, prepared, sets, baselines, ref_model, module, inventory, timed_tokens)
+
+    def _run_request(self, session: Session, calls: list[Call], label: str, timed: bool, checked: list[int],
+                     timed_tokens: list[int]) -> str | None:
+        """One request and its variants' rules; the reason of an ordinary call that was wrong, else None."""
+        outcomes = session.request(calls, label, timed=timed)
+        tokens = [c.token for c in calls[:len(outcomes)]]
+        checked.extend(tokens)
+        if timed:
+            timed_tokens.extend(tokens)
+        for call, outcome in zip(calls, outcomes):
+            if call.rule:
+                self.state.check(call.rule)
+                if not outcome.ok:
+                    self.state.fire(call.rule, f"wrong on {call.label} ({outcome.reason[:300]})")
+        last = outcomes[-1]
+        if not last.ok and not calls[len(outcomes) - 1].rule:
+            return last.reason
+        return None
 
     def _variant_plan(self, module: Any) -> list[tuple[str, Any, str]]:
         plan: list[tuple[str, Any, str]] = []
@@ -456,12 +502,20 @@ class Evaluation:
         config, state = self.config, self.state
         stats = measure.judge_times(session.samples, session.null_samples, self.cuda)
         fields: dict[str, Any] = {"candidate": stats}
-        extra = {"judge_clock": {"batch": self.batch, "timed_requests": len(session.samples),
+        extra = {"judge_clock": {"batch": self.run_shape.get("batch"), "timed_requests": len(session.samples),
                                  "null_requests": len(session.null_samples),
                                  "null_request_ms": measure.median([s.wall_ms for s in session.null_samples])
                                  if session.null_samples else None,
                                  "reported_per_call_ms": measure.reported_per_call_ms(session.samples),
-                                 "reported_time_used": 0}}
+                                 "request_ms": measure.median([s.wall_ms for s in session.samples]),
+                                 "reported_host_request_ms": measure.median([s.reported_host_ms
+                                                                             for s in session.samples]),
+                                 "reported_host_null_ms": measure.median([s.reported_host_ms
+                                                                          for s in session.null_samples])
+                                 if session.null_samples else None,
+                                 "reported_time_used": 0,
+                                 "breakdown_ms": {"timed": measure.breakdown(session.samples),
+                                                  "null": measure.breakdown(session.null_samples)}}}
         if self.cuda:
             state.check("judge_clock")
         timing_sets = [[s.view if s is not None else x for s, x in zip(b.inputs, b.scalars)] for b in sets]

@@ -60,6 +60,8 @@ class Sample:
     wall_ms: float
     calls: int
     reported_ms: float = math.nan
+    reported_host_ms: float = math.nan
+    stamps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -152,6 +154,8 @@ class Session:
         self.copied_tokens: list[int] = []
         self.stash: list[tuple[list[Any], list[torch.Tensor]]] = []
         self.keepable = 0
+        self.last_stamps: dict[str, float] = {}
+        self.history: list[Sample] = []  # every request of the candidate's, timed or not
         self.ref_error: float | None = None
         self.call_errors: list[float] = []
         self.earlier: list[Any] = []
@@ -200,6 +204,7 @@ class Session:
         (its synchronisation patched or its symbols redirected) gains nothing: its work either lands inside the
         judge's clock (the copy runs after it on the device) or is missing from the copy the judge checks."""
         self.cadence.wait()
+        sent = _perf()
         try:
             reply, wall_ms = self.proc.call(message, timeout=self.remaining())
         except CandidateGone as exc:
@@ -208,6 +213,7 @@ class Session:
         snapshots = [[slot.view.clone() for slot in bufset.outputs] for bufset in bufsets]
         self._sync()
         wall_ms += (_perf() - start) * 1e3
+        self.last_stamps = _breakdown(sent, start, _perf(), reply.get("stamps"))
         self.cadence.replied()
         if not reply.get("ok"):
             raise CallFailed(str(reply.get("stage", "runtime_error")), str(reply.get("reason", ""))[:2000],
@@ -227,8 +233,9 @@ class Session:
         """Requests of the runner's own null model, before the candidate's code is loaded (so nothing of the
         candidate's can slow them): the same K calls on the same buffers, each copying ready-made outputs, one
         synchronisation; their median span is the overhead `measure.judge_times` subtracts. The judge works around
-        each exactly as around a real request (fresh inputs, the flush, the reference and the comparison
-        afterwards), so the device is in the same state as for the requests the overhead is subtracted from."""
+        each as around a real request (fresh inputs, the flush, a reference and a comparison afterwards, the same
+        cadence), so the device and the processes are in the same state as for the requests the overhead is
+        subtracted from; both sides poll rather than sleep while a request is out (`channel.wait_readable`)."""
         for _ in range(requests):
             inputs = [make_inputs() for _ in bufsets]
             specs = []
@@ -238,14 +245,14 @@ class Session:
                 specs.append(bufset.call_spec(values, self.token))
             self._flush()
             reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs, "null": True}, bufsets)
-            self.null_samples.append(Sample("null", wall_ms, len(bufsets), self._reported(reply)))
+            self.null_samples.append(Sample("null", wall_ms, len(bufsets), self._reported(reply),
+                                            _number(reply.get("host_ms")), self.last_stamps))
             del snapshots
-            for values in inputs:
-                with torch.no_grad():
-                    golden = self.ref_model(*values)
-                compare.compare_outputs(golden, golden, self.config.tolerances)
-                self._sync()
-                del golden
+            with torch.no_grad(), exact_fp32():
+                golden = self.ref_model(*inputs[0])
+            compare.compare_outputs(golden, golden, self.config.tolerances)
+            self._sync()
+            del golden
 
     # -- one request --------------------------------------------------------------------------------------------
     def request(self, calls: list[Call], label: str, *, timed: bool = False) -> list[Outcome]:
@@ -261,8 +268,11 @@ class Session:
             specs.append(call.bufset.call_spec(call.inputs, call.token))
         self._flush()
         reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs}, [c.bufset for c in calls])
+        self.history.append(Sample(label, wall_ms, len(calls), self._reported(reply), _number(reply.get("host_ms")),
+                                   self.last_stamps))
         if timed:
-            self.samples.append(Sample(label, wall_ms, len(calls), self._reported(reply)))
+            self.samples.append(Sample(label, wall_ms, len(calls), self._reported(reply),
+                                       _number(reply.get("host_ms")), self.last_stamps))
         metas = reply.get("calls")
         if not isinstance(metas, list) or len(metas) != len(calls):
             raise CallFailed("runtime_error", f"{label}: the candidate's process answered "
@@ -475,6 +485,22 @@ class Session:
             bufset.close()
         self.sets.clear()
         self._flush_buf = None
+
+
+def _breakdown(sent: float, received: float, copied: float, stamps: Any) -> dict[str, float]:
+    """Where a request's time went, in ms (diagnostics: the candidate's stamps are its word, on the host's monotonic
+    clock, which both processes share)."""
+    out = {"judge_copy": (copied - received) * 1e3}
+    if isinstance(stamps, dict) and all(isinstance(stamps.get(k), (int, float)) for k in
+                                        ("received", "started", "synced", "replied")):
+        out.update(to_candidate=(stamps["received"] - sent) * 1e3, prepare=(stamps["started"] - stamps["received"]) * 1e3,
+                   calls=(stamps["synced"] - stamps["started"]) * 1e3, reply=(stamps["replied"] - stamps["synced"]) * 1e3,
+                   to_judge=(received - stamps["replied"]) * 1e3)
+    return out
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.nan
 
 
 def _why_not_copied(path: str, got: dict[str, Any], ref: torch.Tensor) -> str:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import array
 import json
+import select
 import socket
 import struct
+import time
 from typing import Any
 
 _HEADER = struct.Struct("<I")
@@ -45,6 +47,18 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
+
+
+def wait_readable(sock: socket.socket, spin_s: float, clock: Any = time.process_time) -> None:
+    """Poll ``sock`` without sleeping for up to ``spin_s`` seconds of ``clock`` (by default this process's CPU time,
+    which stands still while the process is stopped), then return (the caller's blocking read follows). Rationale:
+    a reply or a request that lands while its reader is asleep waits for the scheduler to wake it, tens to hundreds
+    of microseconds that depend on how long it slept; the judge's clock must not carry that noise."""
+    end = clock() + spin_s
+    while clock() < end:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if readable:
+            return
 
 
 def receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:

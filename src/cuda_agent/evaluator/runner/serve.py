@@ -36,6 +36,7 @@ from .shm import SharedRegion, dtype_from_name, dtype_name
 
 _perf = time.perf_counter
 _MAX_TEXT = 4000
+REQUEST_SPIN_S = 0.02  # CPU seconds a GPU candidate's runner polls for the next request before it sleeps
 
 
 def _trim(text: str) -> str:
@@ -88,6 +89,7 @@ class Server:
         self.views: dict[tuple[Any, ...], torch.Tensor] = {}
         self.tap: Any = None
         self.null_outputs: dict[tuple[Any, ...], torch.Tensor] = {}
+        self.received = 0.0  # when the request being served arrived (this process's monotonic clock)
 
     # -- loading ------------------------------------------------------------------------------------------------
     def warm(self, device: str, tap: bool) -> None:
@@ -240,9 +242,12 @@ class Server:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise _failure(exc, "forward") from exc
-        host_ms = (_perf() - t0) * 1e3
+        synced = _perf()
+        host_ms = (synced - t0) * 1e3
         reported = [start.elapsed_time(end) for start, end in events] if cuda else host_events
-        return {"ok": True, "calls": [{"outs": meta} for meta in metas], "host_ms": host_ms, "event_ms": reported}
+        stamps = {"received": self.received, "started": t0, "synced": synced, "replied": _perf()}
+        return {"ok": True, "calls": [{"outs": meta} for meta in metas], "host_ms": host_ms, "event_ms": reported,
+                "stamps": stamps}
 
     def _null_model(self, outs: list[torch.Tensor]) -> Any:
         """The calibration model: returns ready-made tensors shaped like the outputs (no kernels of its own)."""
@@ -319,7 +324,10 @@ def serve(sock: socket.socket, device: str = "", tap: bool = False) -> int:
     channel.send(sock, {"ok": True, "ready": True, "pid": os.getpid()})
     while True:
         try:
+            if server.device.type == "cuda":
+                channel.wait_readable(sock, REQUEST_SPIN_S)
             msg, fds = channel.receive(sock)
+            server.received = _perf()
         except channel.WireError:
             return 0
         op = msg.get("op")
