@@ -1,7 +1,7 @@
 """Timing a forward call in the judge's own process: device events, L2 flush, warm-up, adaptive repetitions,
-rotated inputs. The judge times eager PyTorch and torch.compile with it (the baselines, and eager again for the drift
-correction); the candidate is timed in its own process by the runner and cross-checked by the judge
-(`cuda_agent.evaluator.judge.timing_check`).
+rotated inputs (`time_forward`), and batched requests (`time_batched`), with which the judge times eager PyTorch and
+torch.compile the way it times a candidate (the baselines, and eager again for the drift correction; the candidate's
+own times are the judge's clock of its requests, `cuda_agent.evaluator.judge.measure`).
 
 Why events and not CUDA-graph replays: a graph replay hides the host launch cost that eager PyTorch and
 ``torch.compile`` pay on every call, and capture fails on legitimate code that synchronises; events around each
