@@ -112,8 +112,9 @@ class Run:
         clock = result.extra.get("judge_clock") or {}
         self.reported_used = max(self.reported_used, int(clock.get("reported_time_used") or 0))
 
-    def many(self, entries: list[Entry], parallel: int, **overrides: Any) -> None:
-        """Evaluate ``entries`` (``parallel`` at once: their builds overlap; untimed when parallel)."""
+    def many(self, entries: list[Entry], parallel: int, timed: bool = False, **overrides: Any) -> None:
+        """Evaluate ``entries`` (``parallel`` at once: their builds overlap; untimed when parallel unless
+        ``timed``: verdicts no longer depend on times, so parallel timed runs only blur the speedups)."""
         def one(entry: Entry, **more: Any) -> None:
             if self.left() < 20:  # the result file is written only if the run ends within its budget
                 self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native,
@@ -126,7 +127,7 @@ class Run:
                 one(entry)
             return
         with ThreadPoolExecutor(parallel) as pool:
-            list(pool.map(lambda e: one(e, profile=False), entries))
+            list(pool.map(lambda e: one(e) if timed else one(e, profile=False), entries))
 
 
 def round_trips(run: Run, n: int) -> dict[str, Any]:
@@ -164,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="evaluate the honest workspaces untimed and in parallel (faster; no timing rules)")
     parser.add_argument("--previous", type=Path, default=None,
                         help="an earlier evaluator.json of this corpus: its cases that passed are kept, the rest run")
+    parser.add_argument("--timed-parallel", type=int, default=1,
+                        help="evaluate the honest and GPU adversarial cases this many at once, timed (times blurred)")
     parser.add_argument("--repeats", type=int, default=1, help="evaluate every case this many times (verdict flips)")
     parser.add_argument("--only", nargs="*", default=[], help="run only the cases whose label contains one of these")
     parser.add_argument("--background", action="store_true",
@@ -193,10 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             adversarial = [e for e in adversarial if e.label not in kept]
             log.info("kept %d passing cases from %s; running %d honest and %d adversarial", len(kept), args.previous,
                      len(honest), len(adversarial))
-        timed_parallel = args.parallel if args.untimed_honest else 1
+        timed_parallel = args.parallel if args.untimed_honest else args.timed_parallel
+        keep_timing = not args.untimed_honest
         phases: list[tuple[str, Callable[[], None]]] = [
-            ("honest_workspaces", lambda: run.many([e for e in honest if not e.single_file], timed_parallel)),
-            ("adversarial_gpu", lambda: run.many([e for e in adversarial if e.gpu], 1)),
+            ("honest_workspaces", lambda: run.many([e for e in honest if not e.single_file], timed_parallel,
+                                                   keep_timing)),
+            ("adversarial_gpu", lambda: run.many([e for e in adversarial if e.gpu], args.timed_parallel, True)),
             ("honest_single_files", lambda: run.many([e for e in honest if e.single_file], args.parallel)),
             ("adversarial_cpu", lambda: run.many([e for e in adversarial if not e.gpu], args.parallel)),
         ]
