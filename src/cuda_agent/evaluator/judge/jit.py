@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 HELPER_DIR = ".jit"           # in the scratch folder: seen inside as /scratch/.jit (`runner.jit.PREBUILT_DIR`)
 _TRITON_IMPORT = re.compile(r"^\s*(import triton\b|from triton\b)", re.MULTILINE)
 _JIT_DECORATORS = ("jit", "autotune", "heuristics")
+# The names torch.compile (inductor) gives its Triton kernels: a solution's own kernel named so would make PyTorch's
+# generated kernels count as the solution's in strict mode, so such a name is never the solution's own.
+_INDUCTOR_NAME = re.compile(r"^triton_(poi|red|per|tem|for|spl|mix|unk)_")
 _HELPER_TIMEOUT_S = 300.0
 
 
@@ -105,7 +108,8 @@ def _decorator_name(node: ast.expr) -> str:
 
 def triton_kernel_names(source: str) -> tuple[str, ...]:
     """The functions ``source`` decorates with ``triton.jit`` (alone or under autotune/heuristics): the names its
-    Triton kernels run under. Empty when the source does not import triton or does not parse."""
+    Triton kernels run under, less any named like torch.compile's kernels. Empty when the source does not import
+    triton or does not parse."""
     if not uses_triton(source):
         return ()
     try:
@@ -114,7 +118,8 @@ def triton_kernel_names(source: str) -> tuple[str, ...]:
         return ()
     names = [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
              and any(_decorator_name(d) == "jit" for d in node.decorator_list)
-             and all(_decorator_name(d) in _JIT_DECORATORS for d in node.decorator_list)]
+             and all(_decorator_name(d) in _JIT_DECORATORS for d in node.decorator_list)
+             and not _INDUCTOR_NAME.match(node.name)]
     return tuple(dict.fromkeys(names))
 
 
