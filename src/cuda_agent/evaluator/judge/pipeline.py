@@ -223,8 +223,9 @@ class Evaluation:
         found = degenerate.classify(module, init, seed, self.device, self.config.tolerances, self.seed)
         if found.perturb:
             self.state.notes.append("the task's outputs are (nearly) constant at its module's initialisation; it was "
-                                    "verified with perturbed parameters (constant initialisations drawn around "
-                                    "their constants, the same in ModelNew built under the same seed)")
+                                    "verified with perturbed parameters (constant tensors made at construction "
+                                    "replaced by values around their constants, the same in ModelNew built under the "
+                                    "same seed, however it makes them)")
         if found.constant:
             self.state.notes.append("the task's outputs do not depend on its inputs; the tiny-output check is off")
         return found.perturb, found.constant
