@@ -170,3 +170,64 @@ def test_without_the_broker_triton_is_refused_with_a_reason() -> None:
     reply = _load_wrapper(compile_broker=False)
     assert not reply.get("ok") and reply["stage"] == "runtime_error"
     assert "starts no programs" in reply["reason"] and "ptxas" in reply["reason"], reply["reason"]
+
+
+_HELPER_WRAPPER = '''
+import hashlib, os, tempfile
+import torch
+import torch.nn as nn
+from triton.runtime import build
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        source = os.path.join(os.path.dirname(build.__file__), "..", "backends", "nvidia", "driver.c")
+        out = tempfile.mkdtemp()
+        built = build._build("cuda_utils", source, out, [], [], [], [])
+        with open(built, "rb") as fh:
+            same = float(fh.read() == b"prebuilt helper")
+        with open(os.path.join(out, "other.c"), "w") as fh:
+            fh.write("int main(void) { return 0; }")
+        try:
+            build._build("other", os.path.join(out, "other.c"), out, [], [], [], [])
+            refused = 0.0
+        except PermissionError as exc:
+            refused = float("compiles no C code" in str(exc))
+        self.register_buffer("evidence", torch.tensor([same, refused]))
+
+    def forward(self, x):
+        return x
+'''
+
+
+@pytest.mark.slow
+@needs_triton
+def test_tritons_helper_build_is_answered_with_the_prebuilt_copy_only() -> None:
+    """Triton's own driver.c (checked by its SHA-256) gets the helper the judge staged in the scratch folder; any
+    other C compilation is refused, inside the confined candidate."""
+    _sandbox()
+    import hashlib
+    import json
+
+    source = judge_jit._helper_source()
+    assert source is not None
+    root = Path(tempfile.mkdtemp(prefix="ca-jit-test-"))
+    scratch = root / "scratch"
+    (scratch / judge_jit.HELPER_DIR).mkdir(parents=True)
+    os.chmod(scratch, 0o777)
+    (scratch / "solution.py").write_text(_HELPER_WRAPPER)
+    (scratch / judge_jit.HELPER_DIR / "cuda_utils.so").write_bytes(b"prebuilt helper")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    (scratch / judge_jit.HELPER_DIR / "index.json").write_text(json.dumps({digest: {"file": "cuda_utils.so"}}))
+    proc = CandidateProcess(scratch=scratch, gpu=False, sandboxed=True, tap=False)
+    try:
+        proc.start(180)
+        reply = proc.request({"op": "load", "device": "cpu", "kind": "single_file", "module": "/scratch/solution.py",
+                              "library": None, "inline_dir": None, "seed": 1, "init_inputs": [],
+                              "perturb_init": False, "kernel_tap": False}, timeout=300)
+    finally:
+        proc.close()
+        shutil.rmtree(root, ignore_errors=True)
+    assert reply.get("ok"), reply
+    assert reply["parameters"][0][2:] == [2.0, 2.0], reply["parameters"]

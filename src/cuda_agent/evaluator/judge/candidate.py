@@ -185,7 +185,9 @@ class CandidateProcess:
             for name, path in sorted(tools.items()):
                 command += ["--jit-tool", f"{name}={path}"]
             passed.append(candidate_end.fileno())
-            env_jit = {"TRITON_CACHE_DIR": "/scratch/.triton/cache", "TRITON_HOME": "/scratch/.triton"}
+            # CC: Triton looks for a C compiler before building its runtime helper; the jit hook answers "cc" with
+            # the prebuilt helper (`runner.jit`), whether or not a compiler is installed.
+            env_jit = {"TRITON_CACHE_DIR": "/scratch/.triton/cache", "TRITON_HOME": "/scratch/.triton", "CC": "cc"}
         else:
             env_jit = {}
         log_fh = open(self.log_path, "wb")
@@ -211,7 +213,7 @@ class CandidateProcess:
             else:
                 env = {**os.environ, "PYTHONPATH": runner_copy(), **self.env}
                 if env_jit:
-                    env.update({"TRITON_CACHE_DIR": str(self.scratch / ".triton" / "cache"),
+                    env.update({**env_jit, "TRITON_CACHE_DIR": str(self.scratch / ".triton" / "cache"),
                                 "TRITON_HOME": str(self.scratch / ".triton")})
                 self._proc = subprocess.Popen(command, pass_fds=tuple(passed), cwd=self.scratch, env=env,
                                               stdin=subprocess.DEVNULL, stdout=log_fh.fileno(),

@@ -32,7 +32,7 @@ from cuda_agent.sandbox.process import ConfinedSpec, run_confined, spawn_confine
 
 log = logging.getLogger(__name__)
 
-HELPER_DIR = ".jit"           # in the scratch folder: seen inside as /scratch/.jit (`runner.jit.PREBUILT_DIR`)
+HELPER_DIR = ".jit"           # in the scratch folder, where the candidate starts (`runner.jit.PREBUILT_DIR`)
 _TRITON_IMPORT = re.compile(r"^\s*(import triton\b|from triton\b)", re.MULTILINE)
 _JIT_DECORATORS = ("jit", "autotune", "heuristics")
 # The names torch.compile (inductor) gives its Triton kernels: a solution's own kernel named so would make PyTorch's

@@ -7,7 +7,8 @@ The candidate's process may not start programs (`confine`), and Triton starts th
 * ptxas goes to the compile broker (`broker`), a process in a sandbox of its own, over the socket the judge handed
   this process at its start; only the program the judge named is served, with options from a fixed list.
 * the C compiler, when it compiles Triton's own driver.c (checked by its SHA-256), is answered with the helper the
-  judge built ahead (trusted code, cached) and left in ``/scratch/.jit``; any other compilation is refused.
+  judge built ahead (trusted code, cached) and left in the scratch folder's ``.jit``; any other compilation is
+  refused.
 * ``TRITON_LIBCUDA_PATH`` names libcuda's folder, so ldconfig is not needed.
 
 Everything else that tries to start a program gets a PermissionError that says why. Standalone (standard library).
@@ -27,7 +28,7 @@ from typing import Any
 
 from . import channel
 
-PREBUILT_DIR = "/scratch/.jit"
+PREBUILT_DIR = ".jit"  # in the process's starting folder, its scratch folder (``judge.jit.HELPER_DIR``)
 PREBUILT_INDEX = "index.json"
 _LIBCUDA_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64",
                  "/usr/local/nvidia/lib", "/usr/lib/wsl/lib", "/usr/local/cuda/compat")
@@ -55,6 +56,7 @@ class _Client:
 
 
 _client: _Client | None = None
+_prebuilt_dir = PREBUILT_DIR
 _original_run = subprocess.run
 _original_call = subprocess.call
 
@@ -62,7 +64,8 @@ _original_call = subprocess.call
 def install(fd: int | None, tools: dict[str, str]) -> None:
     """Route Triton's programs as the module says. ``fd``: the socket to the broker (None: no broker, so ptxas is
     refused like any other program); ``tools``: name -> path of the programs the broker serves."""
-    global _client
+    global _client, _prebuilt_dir
+    _prebuilt_dir = os.path.abspath(PREBUILT_DIR)
     if fd is not None:
         _client = _Client(fd, tools)
     if "TRITON_LIBCUDA_PATH" not in os.environ:
@@ -184,7 +187,7 @@ def _deliver(data: bytes, target: Any, default_fd: int) -> bytes | None:
 # -- Triton's runtime helper, prebuilt by the judge --------------------------------------------------------------
 def _prebuilt() -> dict[str, Any]:
     try:
-        with open(os.path.join(PREBUILT_DIR, PREBUILT_INDEX)) as fh:
+        with open(os.path.join(_prebuilt_dir, PREBUILT_INDEX)) as fh:
             index = json.load(fh)
         return index if isinstance(index, dict) else {}
     except (OSError, ValueError):
@@ -209,7 +212,8 @@ def _helper_build(argv: list[str], cwd: str | None) -> int:
             digest = hashlib.sha256(fh.read()).hexdigest()
         entry = index.get(digest)
         if output is not None and isinstance(entry, dict) and entry.get("file"):
-            shutil.copyfile(os.path.join(PREBUILT_DIR, str(entry["file"])), os.path.join(cwd, output))
+            shutil.copyfile(os.path.join(_prebuilt_dir, os.path.basename(str(entry["file"]))),
+                            os.path.join(cwd, output))
             return 0
     raise PermissionError(errno.EPERM, f"the evaluator's candidate process compiles no C code ({' '.join(argv[:2])}"
                                        "): only Triton's own runtime helper is provided, prebuilt")
