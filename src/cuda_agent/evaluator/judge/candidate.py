@@ -145,6 +145,7 @@ class CandidateProcess:
         self._status_fd: int | None = None
         self.compile_broker = bool(jit.triton_tools()) if compile_broker is None else compile_broker
         self._broker_pgid: int | None = None
+        self._broker_proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def adopt(cls, spare: Spare) -> "CandidateProcess":
@@ -196,6 +197,7 @@ class CandidateProcess:
                 broker = jit.start_broker(broker_end.fileno(), tools, sandboxed=self.sandboxed,
                                           runner_root=runner_copy(), runner_mount=RUNNER_MOUNT)
                 self._broker_pgid = broker.pid
+                self._broker_proc = broker
             if self.sandboxed:
                 ro = {f"{RUNNER_MOUNT}": runner_copy(), **self.ro_dirs}
                 spec = ConfinedSpec(scratch=self.scratch, ro_dirs=ro, gpu=self.gpu, single_process=True,
@@ -282,6 +284,12 @@ class CandidateProcess:
             except (ProcessLookupError, PermissionError):
                 pass
             self._broker_pgid = None
+        if self._broker_proc is not None:
+            try:
+                self._broker_proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                log.warning("compile broker %s did not end after SIGKILL", self._broker_proc.pid)
+            self._broker_proc = None
 
     @property
     def pgid(self) -> int | None:
