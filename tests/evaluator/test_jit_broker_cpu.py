@@ -231,3 +231,30 @@ def test_tritons_helper_build_is_answered_with_the_prebuilt_copy_only() -> None:
         shutil.rmtree(root, ignore_errors=True)
     assert reply.get("ok"), reply
     assert reply["parameters"][0][2:] == [2.0, 2.0], reply["parameters"]
+
+
+@pytest.mark.skipif(judge_jit._helper_source() is None, reason="needs Triton")
+def test_staging_never_follows_what_the_build_left_in_scratch(tmp_path: Path) -> None:
+    """The single-file build runs the candidate's code with the scratch folder writable: a symlink it leaves where the
+    judge stages Triton's helper is removed, and the host folder it names is not written."""
+    import hashlib
+    import json
+
+    host = tmp_path / "host"
+    host.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / judge_jit.HELPER_DIR).symlink_to(host)
+    cache_root = tmp_path / "cache"
+    source_sha = hashlib.sha256(judge_jit._helper_source().read_bytes()).hexdigest()
+    cache = judge_jit.helper_cache_dir(cache_root, source_sha)
+    cache.mkdir(parents=True)
+    (cache / "cuda_utils.so").write_bytes(b"built")
+    (cache / "helper.json").write_text(json.dumps({"source_sha256": source_sha,
+                                                   "sha256": hashlib.sha256(b"built").hexdigest()}))
+    note = judge_jit.stage_helper(scratch, cache_root, sandboxed=True, gpu=True)
+    assert "compile broker" in note
+    staged = scratch / judge_jit.HELPER_DIR
+    assert not staged.is_symlink() and (staged / "cuda_utils.so").read_bytes() == b"built"
+    assert json.loads((staged / "index.json").read_text()) == {source_sha: {"file": "cuda_utils.so"}}
+    assert not any(host.iterdir())

@@ -177,6 +177,12 @@ def _build_helper(cache: Path, source_sha: str, *, sandboxed: bool, gpu: bool) -
         shutil.rmtree(work, ignore_errors=True)
 
 
+def helper_cache_dir(cache_root: Path, source_sha: str) -> Path:
+    """Where the helper built from the driver.c of SHA-256 ``source_sha`` for this Python is cached."""
+    key = hashlib.sha256(f"{source_sha}|{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}".encode()).hexdigest()
+    return cache_root / "triton-helper" / key[:32]
+
+
 def stage_helper(scratch: Path, cache_root: Path, *, sandboxed: bool, gpu: bool) -> str:
     """Put Triton's runtime helper into ``scratch``/.jit (building it once per host and Triton); returns a note for
     the result. Without it a Triton kernel still compiles, but cannot launch."""
@@ -184,8 +190,7 @@ def stage_helper(scratch: Path, cache_root: Path, *, sandboxed: bool, gpu: bool)
     if source is None:
         return "Triton is not installed here: its kernels cannot run"
     source_sha = _sha256(source)
-    key = hashlib.sha256(f"{source_sha}|{sys.version}|{sysconfig.get_config_var('EXT_SUFFIX')}".encode()).hexdigest()
-    cache = cache_root / "triton-helper" / key[:32]
+    cache = helper_cache_dir(cache_root, source_sha)
     built = cache / "cuda_utils.so"
     try:
         meta = json.loads((cache / "helper.json").read_text())
@@ -197,8 +202,19 @@ def stage_helper(scratch: Path, cache_root: Path, *, sandboxed: bool, gpu: bool)
         if built is None:
             return "Triton's runtime helper could not be built here: Triton kernels compile but cannot launch"
     target = scratch / HELPER_DIR
-    target.mkdir(exist_ok=True)
-    shutil.copyfile(built, target / "cuda_utils.so")
-    (target / "index.json").write_text(json.dumps({source_sha: {"file": "cuda_utils.so"}}))
-    os.chmod(target, 0o755)
+    # Rationale: the single-file build ran the candidate's code with this scratch folder writable; whatever it left
+    # at this name (a symlink to a host folder, say) is removed, never followed, before the judge writes here.
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
+    target.mkdir(mode=0o755)
+    _write_new(target / "cuda_utils.so", built.read_bytes())
+    _write_new(target / "index.json", json.dumps({source_sha: {"file": "cuda_utils.so"}}).encode())
     return "Triton: kernels compile at their first launch (ptxas through the evaluator's compile broker)"
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
