@@ -258,3 +258,25 @@ def test_staging_never_follows_what_the_build_left_in_scratch(tmp_path: Path) ->
     assert not staged.is_symlink() and (staged / "cuda_utils.so").read_bytes() == b"built"
     assert json.loads((staged / "index.json").read_text()) == {source_sha: {"file": "cuda_utils.so"}}
     assert not any(host.iterdir())
+
+
+def test_torch_compile_regions_are_pytorch_compute_in_strict_mode_whatever_the_kernel_names() -> None:
+    """Now that ptxas is served, torch.compile can run in the candidate; its kernels may carry any name (even one the
+    solution's source defines), so the regions the profiler records around compiled code decide."""
+    from cuda_agent.evaluator.judge.kernels import audit
+    from cuda_agent.evaluator.runner.tap import attribute
+
+    events = [
+        {"cat": "user_annotation", "name": "ca_call:1", "ts": 0, "dur": 100},
+        {"cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "ts": 10, "dur": 50, "args": {"External id": 5}},
+        {"cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": 20, "dur": 2, "args": {"correlation": 9}},
+        {"cat": "kernel", "name": "scale_copy", "ts": 30, "dur": 4, "args": {"correlation": 9, "stream": 7}},
+        {"cat": "user_annotation", "name": "ca_copy:1", "ts": 120, "dur": 20},
+        {"cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": 125, "dur": 2, "args": {"correlation": 11}},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 130, "dur": 3, "args": {"correlation": 11, "stream": 7}},
+    ]
+    inventory = {"ok": True, "tap": True, "calls": attribute(events)}
+    strict = audit(inventory, [1], ("scale_copy",), strict=True, expect_copies=True)
+    assert [rule for rule, _ in strict.rules] == ["torch_compute_in_forward"], strict.rules
+    assert "torch.compile" in strict.rules[0][1] and strict.own_launched == 1
+    assert not audit(inventory, [1], ("scale_copy",), strict=False, expect_copies=True).rules
