@@ -3,7 +3,8 @@ module).
 
 Layouts (the first line of a case is its header, ``key: value`` pairs: task, mode, expect, and optionally style and
 native): tests/evaluator/cases/honest/<name>/ (CASE + a workspace or solution.py), cases/adversarial/cpu/*.py,
-cases/adversarial/gpu/<name>/ (CASE + a workspace or solution.py), and the older cases/cpu/*.py and cases/gpu/<name>/.
+cases/adversarial/gpu/<name>/ (CASE + a workspace or solution.py), cases/styles/<name>/ (CASE + solution.py: the
+parameter styles of degenerate tasks), and the older cases/cpu/*.py and cases/gpu/<name>/.
 A case is honest when it expects ``correct``.
 """
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _adversarial() -> list[Entry]:
 
 def all_entries() -> list[Entry]:
     return [*_folders(CASES / "honest", "honest", True), *_folders(CASES / "gpu", "gpu", True),
-            *_files(CASES / "cpu", "cpu"), *_adversarial()]
+            *_folders(CASES / "styles", "styles", True), *_files(CASES / "cpu", "cpu"), *_adversarial()]
 
 
 def honest_entries() -> list[Entry]:

@@ -9,6 +9,8 @@ from collections import Counter
 
 import pytest
 
+from cuda_agent.evaluator.judge.jit import triton_kernel_names
+
 from honest_corpus import HONEST, honest_cases, parse_header
 
 CASES = honest_cases()
@@ -32,6 +34,10 @@ def test_case_is_well_formed(case) -> None:
         source = (case.folder / "solution.py").read_text()
         tree = ast.parse(source)
         assert _defines_model_new(tree), f"{case.name}: solution.py defines no ModelNew"
+        if "triton" in case.styles:
+            assert triton_kernel_names(source), f"{case.name}: a Triton case defines a @triton.jit kernel"
+            assert "load_inline" not in source, f"{case.name}: a Triton case compiles nothing else"
+            return
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
                  and getattr(n.func, "id", getattr(n.func, "attr", "")) == "load_inline"]
         assert len(calls) == 1, f"{case.name}: a single file builds its extension with one load_inline call"
@@ -65,8 +71,9 @@ def test_corpus_coverage() -> None:
         "parameter_folding", "parameter_folding_in_place", "algebraic_shortcut", "fork_join_streams",
         "fork_join_streams_python", "cuda_graph", "launch_bounds_after_void", "launch_bounds_before_void",
         "named_like_torch_op", "extern_c_kernel", "macro_declared_kernel", "multiline_declaration",
-        "templated_kernel", "degenerate_output", "cudnn_from_cpp", "single_file",
+        "templated_kernel", "degenerate_output", "cudnn_from_cpp", "single_file", "triton",
     }
     assert required <= styles, sorted(required - styles)
-    assert len({c.task for c in CASES}) == len(CASES), "one case per task"
+    assert len({(c.task, "triton" in c.styles) for c in CASES}) == len(CASES), "one case per task (and language)"
+    assert sum("triton" in c.styles for c in CASES) >= 3, "issue 24: at least three Triton kernels"
     assert HONEST.is_dir()

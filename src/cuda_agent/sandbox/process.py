@@ -61,6 +61,8 @@ class ConfinedSpec:
             that starts no processes: the candidate's runner). Rationale: bubblewrap's init shares the command's
             uid and is not under the runner's seccomp filter, so the command could write its memory
             (/proc/1/mem) and have it start processes the judge never freezes.
+        scratch_readonly: bind the scratch folder read-only (a process that needs no writable host folder: the
+            compile broker).
     """
 
     scratch: Path
@@ -69,6 +71,7 @@ class ConfinedSpec:
     env: dict[str, str] = field(default_factory=dict)
     tmp_bytes: int = 4 << 30
     single_process: bool = False
+    scratch_readonly: bool = False
 
 
 def confined_argv(spec: ConfinedSpec, command: Sequence[str], status_fd: int | None = None) -> list[str]:
@@ -94,7 +97,8 @@ def confined_argv(spec: ConfinedSpec, command: Sequence[str], status_fd: int | N
             if os.path.isdir(folder) and not any(folder.startswith(r) for r in (*python_roots(), *cuda_roots())):
                 extra += ["--ro-bind", folder, folder]
     layout = Layout(Path(spec.scratch).resolve(), SCRATCH, ro_dirs=dict(spec.ro_dirs), tmp_bytes=spec.tmp_bytes,
-                    env=env, chdir=SCRATCH, extra_args=tuple(extra))
+                    env=env, chdir=SCRATCH, extra_args=tuple(extra),
+                    workspace_readonly=spec.scratch_readonly)
     status = ["--json-status-fd", str(status_fd)] if status_fd is not None else []
     return [bwrap_path(), *namespace_args("userns"), *status, *layout.args(), "--", *command]
 

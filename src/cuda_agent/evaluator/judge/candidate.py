@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import SandboxError
+from cuda_agent.evaluator.judge import jit
 from cuda_agent.evaluator.runner import channel
 from cuda_agent.evaluator.runner.shm import SharedRegion
 from cuda_agent.sandbox.process import ConfinedSpec, exit_code_from, process_tree, spawn_confined
@@ -72,6 +73,7 @@ class Spare:
     root: str
     gpu: bool
     visible: str
+    broker_pgid: int | None = None
 
 
 _spare: Spare | None = None
@@ -89,7 +91,8 @@ def make_spare(gpu: bool) -> Spare:
     assert proc._sock is not None and proc._proc is not None
     fd = proc._sock.detach()
     assert proc._status_fd is not None
-    return Spare(fd, proc._status_fd, proc._proc.pid, root, gpu, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    return Spare(fd, proc._status_fd, proc._proc.pid, root, gpu, os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                 proc._broker_pgid)
 
 
 def offer_spare(spare: Spare | None) -> None:
@@ -106,10 +109,12 @@ def take_spare(gpu: bool, visible: str) -> Spare | None:
         return None
     if spare.gpu == gpu and spare.visible == visible:
         return spare
-    try:
-        os.killpg(spare.pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    for pgid in (spare.pgid, spare.broker_pgid):
+        try:
+            if pgid is not None:
+                os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     os.close(spare.sock_fd)
     os.close(spare.status_fd)
     shutil.rmtree(spare.root, ignore_errors=True)
@@ -117,10 +122,12 @@ def take_spare(gpu: bool, visible: str) -> Spare | None:
 
 
 class CandidateProcess:
-    """One candidate process. ``sandboxed=False`` runs it unconfined (the explicit opt-out for trusted code)."""
+    """One candidate process. ``sandboxed=False`` runs it unconfined (the explicit opt-out for trusted code).
+    ``compile_broker``: start the compile broker beside it (`judge.jit`; default: where Triton is installed)."""
 
     def __init__(self, *, scratch: Path, gpu: bool, sandboxed: bool = True, ro_dirs: dict[str, str] | None = None,
-                 env: dict[str, str] | None = None, confine: bool = True, tap: bool = True) -> None:
+                 env: dict[str, str] | None = None, confine: bool = True, tap: bool = True,
+                 compile_broker: bool | None = None) -> None:
         self.scratch = Path(scratch)
         self.gpu = gpu
         self.sandboxed = sandboxed
@@ -137,6 +144,9 @@ class CandidateProcess:
         self.startup_s = 0.0
         self._pgid: int | None = None
         self._status_fd: int | None = None
+        self.compile_broker = bool(jit.triton_tools()) if compile_broker is None else compile_broker
+        self._broker_pgid: int | None = None
+        self._broker_proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def adopt(cls, spare: Spare) -> "CandidateProcess":
@@ -145,6 +155,7 @@ class CandidateProcess:
         proc._sock = socket.socket(fileno=spare.sock_fd)
         proc._status_fd = spare.status_fd
         proc._pgid = spare.pgid
+        proc._broker_pgid = spare.broker_pgid
         proc._started = time.perf_counter()
         return proc
 
@@ -165,15 +176,36 @@ class CandidateProcess:
             command.append("--tap")
         if not self.confine:
             command.append("--no-confine")
+        passed = [theirs.fileno()]
+        tools = jit.triton_tools() if self.compile_broker else {}
+        broker_end = candidate_end = None
+        if tools:
+            # Rationale: the candidate may not start ptxas itself (one process, frozen as a whole); the broker that
+            # runs it for the candidate lives in a sandbox of its own, out of the candidate's reach (`runner.broker`).
+            broker_end, candidate_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            command += ["--compile-fd", str(candidate_end.fileno())]
+            for name, path in sorted(tools.items()):
+                command += ["--jit-tool", f"{name}={path}"]
+            passed.append(candidate_end.fileno())
+            # CC: Triton looks for a C compiler before building its runtime helper; the jit hook answers "cc" with
+            # the prebuilt helper (`runner.jit`), whether or not a compiler is installed.
+            env_jit = {"TRITON_CACHE_DIR": "/scratch/.triton/cache", "TRITON_HOME": "/scratch/.triton", "CC": "cc"}
+        else:
+            env_jit = {}
         log_fh = open(self.log_path, "wb")
         try:
+            if broker_end is not None:
+                broker = jit.start_broker(broker_end.fileno(), tools, sandboxed=self.sandboxed,
+                                          runner_root=runner_copy(), runner_mount=RUNNER_MOUNT)
+                self._broker_pgid = broker.pid
+                self._broker_proc = broker
             if self.sandboxed:
                 ro = {f"{RUNNER_MOUNT}": runner_copy(), **self.ro_dirs}
                 spec = ConfinedSpec(scratch=self.scratch, ro_dirs=ro, gpu=self.gpu, single_process=True,
-                                    env={"PYTHONPATH": RUNNER_MOUNT, **self.env})
+                                    env={"PYTHONPATH": RUNNER_MOUNT, **env_jit, **self.env})
                 status_r, status_w = os.pipe()
                 try:
-                    self._proc = spawn_confined(spec, command, pass_fds=(theirs.fileno(),), stdout=log_fh.fileno(),
+                    self._proc = spawn_confined(spec, command, pass_fds=tuple(passed), stdout=log_fh.fileno(),
                                                 stderr=subprocess.STDOUT, status_fd=status_w)
                 except BaseException:
                     os.close(status_r)
@@ -183,14 +215,21 @@ class CandidateProcess:
                 self._status_fd = status_r
             else:
                 env = {**os.environ, "PYTHONPATH": runner_copy(), **self.env}
-                self._proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), cwd=self.scratch, env=env,
+                if env_jit:
+                    env.update({**env_jit, "TRITON_CACHE_DIR": str(self.scratch / ".triton" / "cache"),
+                                "TRITON_HOME": str(self.scratch / ".triton")})
+                self._proc = subprocess.Popen(command, pass_fds=tuple(passed), cwd=self.scratch, env=env,
                                               stdin=subprocess.DEVNULL, stdout=log_fh.fileno(),
                                               stderr=subprocess.STDOUT, start_new_session=True)
         except (OSError, SandboxError):
             ours.close()
+            self._kill_broker()
             raise
         finally:
             theirs.close()
+            for end in (broker_end, candidate_end):
+                if end is not None:
+                    end.close()
             log_fh.close()
         self._sock = ours
         self._pgid = self._proc.pid
@@ -236,6 +275,22 @@ class CandidateProcess:
                 pass
             if self._wait_exit(10.0) is False:
                 log.warning("candidate process %s did not end after SIGKILL", self._pgid)
+        self._kill_broker()
+
+    def _kill_broker(self) -> None:
+        """End the compile broker's sandbox (it also ends by itself once the candidate's end of its socket closes)."""
+        if self._broker_pgid is not None:
+            try:
+                os.killpg(self._broker_pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._broker_pgid = None
+        if self._broker_proc is not None:
+            try:
+                self._broker_proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                log.warning("compile broker %s did not end after SIGKILL", self._broker_proc.pid)
+            self._broker_proc = None
 
     @property
     def pgid(self) -> int | None:

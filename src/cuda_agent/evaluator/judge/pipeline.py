@@ -172,7 +172,9 @@ class Evaluation:
         init = reference.init_values(module)
         model_seed = self.seed()
         perturb, constant = self._degenerate(module, init, model_seed)
-        ref_model = reference.build_model(module, model_seed, self.device, init, perturb=perturb)
+        perturbed_keys: list[list[float]] = []
+        ref_model = reference.build_model(module, model_seed, self.device, init, perturb=perturb,
+                                          perturbed_keys=perturbed_keys)
         probe_inputs = reference.make_inputs(module, self.seed(), self.device)
         with torch.no_grad():
             probe_out = ref_model(*probe_inputs)
@@ -184,13 +186,14 @@ class Evaluation:
         clock.start("build")
         prepared = prepare(self.solution, self.task, config, scratch, sandboxed=sandboxed, gpu=self.cuda)
         state.notes.extend(prepared.notes)
-        if config.mode == "strict" and prepared.library is None and prepared.inline_dir is None:
-            # Rationale: strict mode's forward may compute only with the solution's own compiled code (its kernels, or
-            # cuBLAS/cuDNN called from its C++); a solution that compiles nothing can only compute with PyTorch,
-            # however its operators are hidden from the kernel tap.
+        if config.mode == "strict" and prepared.library is None and prepared.inline_dir is None and \
+                not prepared.jit_kernels:
+            # Rationale: strict mode's forward may compute only with the solution's own compiled code (its kernels,
+            # Triton kernels it defines, or cuBLAS/cuDNN called from its C++); a solution that compiles nothing can
+            # only compute with PyTorch, however its operators are hidden from the kernel tap.
             state.fire("torch_compute_in_forward", "strict mode: the solution compiles no code of its own (no "
-                                                   "kernels/ sources, no load_inline), so forward can only compute "
-                                                   "with PyTorch")
+                                                   "kernels/ sources, no load_inline, no triton.jit kernel), so "
+                                                   "forward can only compute with PyTorch")
             return self._verdict_rules(prepared)
         if prepared.library is not None and not self.cuda:
             # CUDA kernels cannot run here; protection and the build were still checked (an agent on a CPU machine
@@ -226,7 +229,7 @@ class Evaluation:
                                       NULL_REQUESTS)
                     size *= 2
             clock.start("candidate_load")
-            self._load(proc, prepared, model_seed, init, perturb, ref_model)
+            self._load(proc, prepared, model_seed, init, {"keys": perturbed_keys} if perturb else False, ref_model)
             return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
         except (CallFailed, CandidateGone) as exc:
             return self._failed(prepared, exc.stage, exc.reason, exc.log)
@@ -237,14 +240,15 @@ class Evaluation:
         found = degenerate.classify(module, init, seed, self.device, self.config.tolerances, self.seed)
         if found.perturb:
             self.state.notes.append("the task's outputs are (nearly) constant at its module's initialisation; it was "
-                                    "verified with perturbed parameters (constant initialisations drawn around "
-                                    "their constants, the same in ModelNew built under the same seed)")
+                                    "verified with perturbed parameters (constant tensors made at construction "
+                                    "replaced by values around their constants, the same in ModelNew built under the "
+                                    "same seed, however it makes them)")
         if found.constant:
             self.state.notes.append("the task's outputs do not depend on its inputs; the tiny-output check is off")
         return found.perturb, found.constant
 
-    def _load(self, proc: CandidateProcess, prepared: Prepared, seed: int, init: list[Any], perturb: bool,
-              ref_model: torch.nn.Module) -> None:
+    def _load(self, proc: CandidateProcess, prepared: Prepared, seed: int, init: list[Any],
+              perturb: dict[str, Any] | bool, ref_model: torch.nn.Module) -> None:
         # The candidate sees only the judge's GPU (CUDA_VISIBLE_DEVICES), as its device 0.
         message = {"op": "load", "device": "cuda:0" if self.cuda else "cpu", "kind": prepared.kind, "module": prepared.module,
                    "library": prepared.library, "inline_dir": prepared.inline_dir, "seed": seed,

@@ -49,6 +49,7 @@ class Prepared:
     inline_dir: str | None = None
     source: str = ""
     own_kernels: tuple[str, ...] = ()
+    jit_kernels: tuple[str, ...] = ()
     build_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -81,8 +82,28 @@ def prepare(solution: Path, task: Task, config: EvalConfig, scratch: Path, *, sa
     """Check and build ``solution`` and copy what the candidate needs into ``scratch``. Raises PrepareError."""
     kind = solution_kind(solution)
     if kind == "workspace":
-        return _prepare_workspace(solution, task, config, scratch, sandboxed=sandboxed)
-    return _prepare_single_file(solution, config, scratch, sandboxed=sandboxed, gpu=gpu)
+        prepared = _prepare_workspace(solution, task, config, scratch, sandboxed=sandboxed)
+    else:
+        prepared = _prepare_single_file(solution, config, scratch, sandboxed=sandboxed, gpu=gpu)
+    _prepare_jit(prepared, config, scratch, sandboxed=sandboxed, gpu=gpu)
+    return prepared
+
+
+def _prepare_jit(prepared: Prepared, config: EvalConfig, scratch: Path, *, sandboxed: bool, gpu: bool) -> None:
+    """Triton kernels (compiled at their first launch): their names count as the solution's own (read from the
+    source, not from the candidate's process), and on a GPU host Triton's runtime helper is staged for them."""
+    from cuda_agent.evaluator.judge import jit
+
+    names = jit.triton_kernel_names(prepared.source)
+    if not names:
+        return
+    prepared.jit_kernels = names
+    prepared.own_kernels = tuple(dict.fromkeys((*prepared.own_kernels, *names)))
+    if gpu:
+        from cuda_agent.compiler.builder import default_cache_dir
+
+        cache = Path(config.build_cache_dir) if config.build_cache_dir else default_cache_dir()
+        prepared.notes.append(jit.stage_helper(scratch, cache, sandboxed=sandboxed, gpu=gpu))
 
 
 def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: Path, *,

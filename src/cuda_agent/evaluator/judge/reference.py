@@ -73,14 +73,17 @@ def init_values(module: types.ModuleType) -> list[Any]:
 
 
 def build_model(module: types.ModuleType, seed: int, device: torch.device, init: list[Any] | None = None, *,
-                perturb: bool = False) -> torch.nn.Module:
+                perturb: bool = False, perturbed_keys: list[list[float]] | None = None) -> torch.nn.Module:
     """``Model(*get_init_inputs())`` constructed under ``seed`` on the CPU and moved to ``device``: KernelBench's
     protocol, which the candidate's ``ModelNew`` is constructed by too (same seed, nothing copied over it).
-    ``perturb``: constant initialisations drawn around their constants (`runner.perturb`)."""
+    ``perturb``: constant tensors replaced by values around their constants (`runner.perturb`); the (size, constant)
+    pairs perturbed are appended to ``perturbed_keys`` (what the candidate's side perturbs)."""
     values = init if init is not None else init_values(module)
     seed_all(seed)
-    with perturbed_init(perturb):
+    with perturbed_init(perturb, seed) as perturbation:
         model = module.Model(*values)
+    if perturbed_keys is not None:
+        perturbed_keys.extend(perturbation.sorted_keys())
     return model.to(device).eval()
 
 

@@ -119,7 +119,9 @@ class Server:
         init = [decode_value(v) for v in msg["init_inputs"]]
         try:
             torch.manual_seed(int(msg["seed"]))
-            with perturbed_init(bool(msg.get("perturb_init"))):
+            perturb = msg.get("perturb_init")
+            with perturbed_init(bool(perturb), int(msg["seed"]), perturb.get("keys") if isinstance(perturb, dict)
+                                else None):
                 model = cls(*init)
             if not isinstance(model, torch.nn.Module):
                 raise CandidateFailure("runtime_error", "ModelNew(...) is not a torch.nn.Module")

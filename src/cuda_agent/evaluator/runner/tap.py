@@ -19,6 +19,8 @@ import torch
 import torch.profiler
 
 _GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+# What the profiler records around code torch.compile generated (dynamo's frames, inductor's compiled graphs).
+COMPILED_REGIONS = ("Torch-Compiled Region", "## Call CompiledFxGraph")
 _MAX_PER_CALL = 512
 
 
@@ -82,8 +84,14 @@ def attribute(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         elif cat in ("cpu_op", "operator") and args.get("External id") is not None:
             ops.setdefault(args["External id"], str(e.get("name", "")))
     calls: dict[str, list[dict[str, Any]]] = {}
-    for e in events:  # the PyTorch operators each call ran (on any device)
-        if e.get("cat") in ("cpu_op", "operator") and str(e.get("name", "")).startswith("aten::"):
+    for e in events:  # the PyTorch operators each call ran (on any device), and torch.compile's regions
+        name = str(e.get("name", ""))
+        compiled = e.get("cat") in ("cpu_op", "user_annotation") and name.startswith(COMPILED_REGIONS)
+        if compiled:
+            # Rationale: torch.compile's kernels are launched by generated code with no aten operator above them
+            # (and may be named anything); the regions the profiler records around compiled code say whose they are.
+            e = {**e, "name": f"torch.compile: {name}"}
+        if compiled or (e.get("cat") in ("cpu_op", "operator") and name.startswith("aten::")):
             ts = float(e.get("ts", 0))
             i = bisect.bisect_right(starts, ts) - 1
             if i >= 0 and ts <= ranges[i][1]:
