@@ -16,9 +16,12 @@ __device__ __forceinline__ float hardswish_relu(float v) {
   return hs > 0.f ? hs : 0.f;
 }
 
-// one thread per output pixel (n, oh, ow), all kCout channels in registers
+// one thread per output pixel (n, oh, ow), all kCout channels in registers; CIN > 0: the input channels are a
+// compile-time constant, so every weight is a constant-bank operand of its FMA (no load); CIN == 0: any Cin <= 8
+template <int CIN>
 __global__ __launch_bounds__(128) void conv3x3_hswish_relu(const float* __restrict__ x, float* __restrict__ y,
-                                                           int N, int Cin, int H, int W) {
+                                                           int N, int Cin_rt, int H, int W) {
+  const int Cin = CIN > 0 ? CIN : Cin_rt;
   const int Ho = H - 2, Wo = W - 2;
   const int64_t total = (int64_t)N * Ho * Wo;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < total; p += (int64_t)gridDim.x * blockDim.x) {
@@ -28,6 +31,7 @@ __global__ __launch_bounds__(128) void conv3x3_hswish_relu(const float* __restri
     float acc[kCout];
 #pragma unroll
     for (int c = 0; c < kCout; ++c) acc[c] = c_b[c];
+#pragma unroll(CIN > 0 ? CIN : 1)
     for (int ci = 0; ci < Cin; ++ci) {
       const float* xc = x + (((int64_t)n * Cin + ci) * H + oh) * W + ow;
 #pragma unroll
@@ -66,8 +70,13 @@ torch::Tensor conv_hardswish_relu(torch::Tensor x, torch::Tensor weight, torch::
   if (total > 0) {
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     const int64_t blocks = std::min<int64_t>((total + 127) / 128, (int64_t)sms * 16);
-    conv3x3_hswish_relu<<<(unsigned)blocks, 128, 0, stream>>>(xc.data_ptr<float>(), y.data_ptr<float>(), (int)N,
-                                                              (int)Cin, (int)H, (int)W);
+    if (Cin == 8) {
+      conv3x3_hswish_relu<8><<<(unsigned)blocks, 128, 0, stream>>>(xc.data_ptr<float>(), y.data_ptr<float>(), (int)N,
+                                                                   (int)Cin, (int)H, (int)W);
+    } else {
+      conv3x3_hswish_relu<0><<<(unsigned)blocks, 128, 0, stream>>>(xc.data_ptr<float>(), y.data_ptr<float>(), (int)N,
+                                                                   (int)Cin, (int)H, (int)W);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   return y;

@@ -8,7 +8,7 @@
 
 namespace {
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kWarps = 16, kThreads = 32 * kWarps;
 
 cublasHandle_t cublas_handle() {
   static thread_local cublasHandle_t handles[64] = {};
@@ -19,7 +19,8 @@ cublasHandle_t cublas_handle() {
   return handles[device];
 }
 
-// h_out[b, j] = tanh(P[b, j] + bias[j] + sum_k h_prev[b, k] * whT[k, j]); grid (ceil(H / 32), B), 8 warps split k
+// h_out[b, j] = tanh(P[b, j] + bias[j] + sum_k h_prev[b, k] * whT[k, j]); grid (ceil(H / 32), B), 16 warps split
+// k (for H = 256, 16 independent loads per thread, all in flight: the step is latency bound, not bandwidth bound)
 __global__ __launch_bounds__(kThreads) void rnn_step(const float* __restrict__ P, const float* __restrict__ bias,
                                                      const float* __restrict__ whT, const float* __restrict__ h_prev,
                                                      float* __restrict__ h_out, int H) {
@@ -30,8 +31,10 @@ __global__ __launch_bounds__(kThreads) void rnn_step(const float* __restrict__ P
   for (int k = threadIdx.x; k < H; k += kThreads) h_row[k] = h_prev[(int64_t)b * H + k];
   __syncthreads();
   float acc = 0.f;
-  if (j < H)
-    for (int k = warp; k < H; k += kWarps) acc = fmaf(h_row[k], whT[(int64_t)k * H + j], acc);
+  if (j < H) {
+#pragma unroll 16
+    for (int k = warp; k < H; k += kWarps) acc = fmaf(h_row[k], __ldg(whT + (int64_t)k * H + j), acc);
+  }
   partial[warp][lane] = acc;
   __syncthreads();
   if (warp == 0 && j < H) {
