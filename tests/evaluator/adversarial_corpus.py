@@ -20,7 +20,8 @@ case (copied). ``expect`` is a rule (rules.py), a stage
 (result.py STAGES), ``rejected`` (any verdict with reward -1), ``unrewarded`` (a cheat that cannot gain: it earns no
 more than a correct result, e.g. a forged time on a CPU, where speed is never rewarded), or several of them separated
 by ``|`` where the probe
-that sees a wrong answer first depends on where the judge placed it. A cheat whose trick fails returns a wrong answer, so
+that sees a wrong answer first depends on where the judge placed it (``unrewarded`` among them: rejected, or held at
+reward 1 or less, e.g. a precision switch after more calls than a short run makes). A cheat whose trick fails returns a wrong answer, so
 "harmless" is rejected too; a cheat that reads a secret puts it into an exception message (the reason the agent
 reads), so the tests find it there if it got through. Cases reach secrets the tests plant (`plant_secrets`) at fixed
 host paths under ``SECRET_ROOT`` and in the evaluation's environment.
@@ -315,8 +316,10 @@ def expectation_met(expect: str, result: EvalResult) -> bool:
 
 def rejected(expect: str, result: EvalResult) -> bool:
     """Whether a cheat expecting ``expect`` was stopped: refused (reward -1), or, for a cheat that cannot gain
-    ("unrewarded": forged times where speed is not rewarded), held at reward 1 or less."""
-    return (result.reward == -1 and not result.correct) or ("unrewarded" in expect.split("|") and result.reward <= 1)
+    ("unrewarded", alone or among the alternatives: forged times where only the judge's clock counts, a precision
+    switch after a call the run never reaches), held at reward 1 or less."""
+    unrewarded = "unrewarded" in expect.split("|")
+    return (result.reward == -1 and not result.correct) or (unrewarded and result.reward <= 1)
 
 
 def judge(case: AdversarialCase, result: EvalResult, secrets: Secrets | None = None) -> Outcome:

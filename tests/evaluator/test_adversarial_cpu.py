@@ -44,3 +44,23 @@ def test_catalogue() -> None:
     assert set(RULES) <= named, f"rules no case aims at: {sorted(set(RULES) - named)}"
     native_builds = [c for c in CASES if c.native and c.single_file]
     assert len(native_builds) <= 6, "each CPU load_inline build takes about a minute: put more native cases in gpu/"
+
+
+def test_unrewarded_among_alternatives() -> None:
+    """A case expecting 'rule|unrewarded' is stopped when that rule rejects it or when it earns reward 1 at most
+    (a switch point the run never reached), and not when it earns more; a plain rule still needs reward -1."""
+    from cuda_agent.evaluator import EvalResult
+    from cuda_agent.evaluator.rules import RuleViolation
+
+    from adversarial_corpus import expectation_met, rejected
+
+    caught = EvalResult(task_id="t", stage="rule_violation", correct=False, reward=-1,
+                        rules_fired=(RuleViolation("lowered_precision", "probe"),))
+    parity = EvalResult(task_id="t", stage="timed", correct=True, reward=1)
+    gained = EvalResult(task_id="t", stage="timed", correct=True, reward=3)
+    switch = "lowered_precision|incorrect|unrewarded"
+    assert rejected(switch, caught) and expectation_met(switch, caught)
+    assert rejected(switch, parity) and expectation_met(switch, parity)
+    assert not rejected(switch, gained) and not expectation_met(switch, gained)
+    assert not rejected("lowered_precision|incorrect", parity)
+    assert rejected("unrewarded", parity) and not rejected("unrewarded", gained)

@@ -1,0 +1,1 @@
+../../forged010_all_methods/kernels/scale.cu

@@ -1,0 +1,1 @@
+../../hinge_no_clamp_magnitude/kernels/hinge.cu

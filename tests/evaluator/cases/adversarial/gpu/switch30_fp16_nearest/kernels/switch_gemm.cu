@@ -1,0 +1,1 @@
+../../switch3_tf32_mathmode/kernels/switch_gemm.cu

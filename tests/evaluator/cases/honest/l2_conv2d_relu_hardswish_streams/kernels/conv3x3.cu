@@ -1,0 +1,1 @@
+../../l2_conv2d_divide_leaky_direct/kernels/conv3x3.cu
