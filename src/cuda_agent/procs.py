@@ -16,6 +16,11 @@ How to use it:
 - On a signal the handler kills them all and raises `Terminated` (exit status 128 + the signal number), unless
   the command asked for a graceful stop (``on_signal``): then the first signal calls it and the command winds
   down on its own; a second signal kills at once.
+- A subreaper must reap what it adopts: a sandbox whose bubblewrap monitor is killed before the process inside
+  it leaves that process to the nearest subreaper (one per evaluation). While the guard is installed a reaper
+  thread reaps every zombie child that is adopted, that is, in a session other than this process's and not a
+  registered group, once it has been a zombie for a whole sweep (its own parent could not have been waiting for
+  it). So a child started in a session of its own must be registered, or its exit status may be taken.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_WAIT_S = 5.0
+ORPHAN_SWEEP_S = 0.5
 
 
 class Terminated(SystemExit):
@@ -52,26 +58,34 @@ class _State:
         self.graceful: Callable[[int], None] | None = None
         self.signalled = 0
         self.previous: dict[int, object] = {}
+        self.reaper: threading.Thread | None = None
+        self.reaper_stop = threading.Event()
 
 
 _STATE = _State()
+
+
+def _stats() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, session, ...) for every
+    process this one can see."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                after = fh.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(after) > 3:
+            yield int(entry.name), after
 
 
 def descendants(root_pid: int) -> list[int]:
     """Host pids of every process below ``root_pid``, parents before children (read from /proc/*/stat; works
     across sessions and PID namespaces)."""
     children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        after = stat.rsplit(b")", 1)[-1].split()
-        if len(after) > 2:
-            children.setdefault(int(after[1]), []).append(int(entry.name))
+    for pid, fields in _stats():
+        children.setdefault(int(fields[1]), []).append(pid)
     found: list[int] = []
     stack = [root_pid]
     while stack:
@@ -115,6 +129,54 @@ def reap_adopted() -> None:
         if done:
             with _STATE.lock:
                 _STATE.adopted.discard(pid)
+
+
+def adopted_zombies() -> set[int]:
+    """This process's zombie children that it did not start: in a session other than its own and not a
+    registered group (every child this package starts in a session of its own is registered)."""
+    me = str(os.getpid()).encode()
+    session = str(os.getsid(0)).encode()
+    with _STATE.lock:
+        groups = set(_STATE.groups)
+    return {pid for pid, fields in _stats()
+            if fields[0] == b"Z" and fields[1] == me and fields[3] != session and pid not in groups}
+
+
+def reap_orphans(suspects: set[int]) -> set[int]:
+    """One sweep of the reaper: reap the adopted zombies that were already zombies in the previous sweep
+    (``suspects``); return the new ones, to reap next time. Waiting a sweep leaves a child that a `Popen` of ours
+    has just started, and not yet registered, to its owner."""
+    now = adopted_zombies()
+    for pid in now & suspects:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    reap_adopted()
+    return now - suspects
+
+
+def _reap_orphans_forever(stop: threading.Event) -> None:
+    suspects: set[int] = set()
+    while not stop.wait(ORPHAN_SWEEP_S):
+        try:
+            suspects = reap_orphans(suspects)
+        except OSError:
+            log.debug("the orphan sweep failed; trying again", exc_info=True)
+
+
+def _start_reaper() -> None:
+    if _STATE.reaper is not None and _STATE.reaper.is_alive():
+        return
+    _STATE.reaper_stop = threading.Event()
+    _STATE.reaper = threading.Thread(target=_reap_orphans_forever, args=(_STATE.reaper_stop,),
+                                     name="cuda-agent-reaper", daemon=True)
+    _STATE.reaper.start()
+
+
+def _stop_reaper() -> None:
+    _STATE.reaper_stop.set()
+    if _STATE.reaper is not None:
+        _STATE.reaper.join(timeout=5)
+    _STATE.reaper = None
 
 
 def kill_group(pgid: int) -> int:
@@ -216,6 +278,7 @@ def install(on_signal: Callable[[int], None] | None = None) -> None:
     _STATE.signalled = 0
     _STATE.terminating.clear()
     _set_subreaper(True)
+    _start_reaper()
     for signum in SIGNALS:
         previous = signal.signal(signum, _handle)
         _STATE.previous.setdefault(signum, previous)
@@ -229,6 +292,7 @@ def set_graceful(on_signal: Callable[[int], None] | None) -> None:
 def shutdown() -> None:
     """Kill whatever is left of the command's processes, reap them, and restore the previous handlers."""
     _STATE.terminating.set()
+    _stop_reaper()
     kill_all()
     _reap(_REAP_WAIT_S)
     for signum, previous in _STATE.previous.items():
