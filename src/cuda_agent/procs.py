@@ -131,15 +131,47 @@ def reap_adopted() -> None:
                 _STATE.adopted.discard(pid)
 
 
+def _children() -> list[int] | None:
+    """This process's children, from each thread's /proc children list (None where the kernel keeps no such list:
+    then the caller reads every process's stat)."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return None
+    found: list[int] = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as fh:
+                found.extend(int(pid) for pid in fh.read().split())
+        except OSError:
+            continue  # a thread that has just ended
+    return found
+
+
+def _stat_of(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+
+
 def adopted_zombies() -> set[int]:
     """This process's zombie children that it did not start: in a session other than its own and not a
-    registered group (every child this package starts in a session of its own is registered)."""
+    registered group (every child this package starts in a session of its own is registered). Cheap when there
+    is no zombie child at all (one ``waitid`` that reaps nothing), which is nearly always."""
+    try:
+        if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            return set()
+    except ChildProcessError:
+        return set()
     me = str(os.getpid()).encode()
     session = str(os.getsid(0)).encode()
     with _STATE.lock:
         groups = set(_STATE.groups)
-    return {pid for pid, fields in _stats()
-            if fields[0] == b"Z" and fields[1] == me and fields[3] != session and pid not in groups}
+    children = _children()
+    stats = ((pid, _stat_of(pid)) for pid in children) if children is not None else _stats()
+    return {pid for pid, fields in stats
+            if fields is not None and len(fields) > 3 and fields[0] == b"Z" and fields[1] == me
+            and fields[3] != session and pid not in groups}
 
 
 def reap_orphans(suspects: set[int]) -> set[int]:
