@@ -107,6 +107,24 @@ def test_errors_are_json_with_the_right_codes(served: tuple[PoolHTTPServer, Path
         client.submit(standin_job(task, job_id="dup"))
 
 
+
+@pytest.mark.gpu
+def test_serve_with_the_real_evaluator_leaves_no_zombie() -> None:
+    """The same with real evaluations on a GPU: each one's sandbox leaves its process to the server."""
+    from test_pool_gpu import MODEL_NEW, RELU_CU, TASK
+
+    real = Task(id="gpu/relu", code=TASK, name="relu")
+    with _serve("--gpus", "0", "--store", "none", "--token", "secret") as (proc, url, _):
+        with PoolClient(url, token="secret") as client:
+            jobs = [EvalJob.create(real, {"model_new.py": f"{MODEL_NEW}# {i}\n", "kernels/relu.cu": RELU_CU},
+                                   kind="verify") for i in range(20)]
+            results = [client.submit(job).result(timeout=900) for job in jobs]
+        assert all(r.correct for r in results), [r.summary() for r in results if not r.correct]
+        deadline = time.monotonic() + 5
+        while _zombies(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _zombies(proc.pid) == []
+
 @pytest.mark.parametrize("where", ["file solution", "workspace solution", "task.path", "task.id", "task.name"])
 @pytest.mark.parametrize("char", ["\x00", "\n", "\x1b", "\x7f"])
 def test_names_with_control_characters_are_refused(served: tuple[PoolHTTPServer, Path], task: Task, where: str,
