@@ -137,6 +137,17 @@ def test_a_bogus_policy_is_refused_before_anything_heavy_is_imported(tmp_path: P
     assert done.stdout.split() == ["2", "True", "False", "False"], done.stdout + done.stderr
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--max-turns", "-1"), ("--max-tokens", "0"), ("--context-tokens", "0"),
+                                           ("--max-completion-tokens", "0"), ("--max-wall", "nan"),
+                                           ("--temperature", "inf"), ("--request-timeout", "-1")])
+def test_optimize_budgets_out_of_range_are_refused(tmp_path: Path, flag: str, value: str) -> None:
+    """A budget of -1 turns ran one turn, a context of 0 tokens ran 200, a NaN wall clock never ended."""
+    result = _run(["optimize", "--policy", "scripted", "--verify", "skip", "--out", str(tmp_path / "run"), flag,
+                   value])
+    assert result.exit_code == 2 and flag in result.output, result.output
+    assert not (tmp_path / "run").exists()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
