@@ -19,8 +19,9 @@ How to use it:
 - A subreaper must reap what it adopts: a sandbox whose bubblewrap monitor is killed before the process inside
   it leaves that process to the nearest subreaper (one per evaluation). While the guard is installed a reaper
   thread reaps every zombie child that is adopted, that is, in a session other than this process's and not a
-  registered group, once it has been a zombie for a whole sweep (its own parent could not have been waiting for
-  it). So a child started in a session of its own must be registered, or its exit status may be taken.
+  registered group, once it has been a zombie for ORPHAN_GRACE_S (its own parent is gone; nobody else waits).
+  So a child started in a session of its own must be registered (`register_group`), or waited for within that
+  grace: else its exit status may be taken, and its pid reused under a handle that still names it.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_WAIT_S = 5.0
-ORPHAN_SWEEP_S = 0.5
+ORPHAN_SWEEP_S = 1.0
+ORPHAN_GRACE_S = 5.0
 
 
 class Terminated(SystemExit):
@@ -174,20 +176,24 @@ def adopted_zombies() -> set[int]:
             and fields[3] != session and pid not in groups}
 
 
-def reap_orphans(suspects: set[int]) -> set[int]:
-    """One sweep of the reaper: reap the adopted zombies that were already zombies in the previous sweep
-    (``suspects``); return the new ones, to reap next time. Waiting a sweep leaves a child that a `Popen` of ours
-    has just started, and not yet registered, to its owner."""
-    now = adopted_zombies()
-    for pid in now & suspects:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+def reap_orphans(suspects: dict[int, float], grace_s: float = ORPHAN_GRACE_S) -> dict[int, float]:
+    """One sweep of the reaper: reap the adopted zombies that have been zombies for ``grace_s`` (``suspects``:
+    when each was first seen); return the ones left, with the new ones. The grace leaves a child that code of this
+    process started in a session of its own without registering it to its owner, who waits for it promptly."""
+    now = time.monotonic()
+    zombies = adopted_zombies()
+    left = {pid: suspects.get(pid, now) for pid in zombies}
+    for pid, since in list(left.items()):
+        if now - since >= grace_s:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            del left[pid]
     reap_adopted()
-    return now - suspects
+    return left
 
 
 def _reap_orphans_forever(stop: threading.Event) -> None:
-    suspects: set[int] = set()
+    suspects: dict[int, float] = {}
     while not stop.wait(ORPHAN_SWEEP_S):
         try:
             suspects = reap_orphans(suspects)

@@ -21,7 +21,7 @@ from pool_helpers import overlapping_pairs, read_log, standin_job
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.pool import EvalJob, LocalPool, PoolClient, StandInEvaluator
 from cuda_agent.pool.http import PoolHTTPServer, make_server
-from cuda_agent.procs import descendants
+from cuda_agent.procs import ORPHAN_GRACE_S, descendants
 from cuda_agent.store import Store
 from cuda_agent.tasks import Task
 
@@ -120,7 +120,7 @@ def test_serve_with_the_real_evaluator_leaves_no_zombie() -> None:
                                    kind="verify") for i in range(20)]
             results = [client.submit(job).result(timeout=900) for job in jobs]
         assert all(r.correct for r in results), [r.summary() for r in results if not r.correct]
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 3 * ORPHAN_GRACE_S
         while _zombies(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _zombies(proc.pid) == []
@@ -215,7 +215,7 @@ def test_serve_reaps_the_processes_it_adopts(task: Task) -> None:
             jobs = [EvalJob.create(task, {"model_new.py": f"# {i}\n", "standin.json": '{"orphans": 1}'})
                     for i in range(20)]
             assert all(client.submit(job).result(timeout=60).correct for job in jobs)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 3 * ORPHAN_GRACE_S
         while _zombies(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _zombies(proc.pid) == []
