@@ -88,8 +88,13 @@ for _ in range(5):
     procs.unregister_group(worker.pid)
     time.sleep(0.2)
     procs.reap_adopted()
-mine = [int(e) for e in os.listdir("/proc") if e.isdigit() and
-        open(f"/proc/{e}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+def parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[1]
+    except OSError:  # ended meanwhile
+        return None
+mine = [int(e) for e in os.listdir("/proc") if e.isdigit() and parent(e) == str(os.getpid())]
 print(len(mine), flush=True)
 """
 
@@ -99,3 +104,34 @@ def test_killed_workers_leave_no_zombies_in_a_long_running_command() -> None:
     done = subprocess.run([sys.executable, "-c", ADOPTION, SRC], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0", f"children (zombies) left: {done.stdout}"
+
+
+REAPER = r"""
+import os, subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from cuda_agent import procs
+
+procs.install()
+own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], start_new_session=True)  # not registered
+subprocess.run([sys.executable, "-c", "import os, time\nif os.fork() == 0:\n    os.setsid(); time.sleep(0.2)"])
+time.sleep(procs.ORPHAN_SWEEP_S * 2.5)  # sweeps ran, but within the grace an owner's child stays its owner's
+print(own.wait(), flush=True)
+time.sleep(procs.ORPHAN_GRACE_S + procs.ORPHAN_SWEEP_S * 3)
+def parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[1]
+    except OSError:  # ended meanwhile
+        return None
+mine = [int(e) for e in os.listdir("/proc") if e.isdigit() and parent(e) == str(os.getpid())]
+print(len(mine), flush=True)
+procs.shutdown()
+"""
+
+
+def test_the_reaper_takes_adopted_zombies_and_leaves_an_owners_child_alone() -> None:
+    """A daemon whose parent exited is adopted and, once dead, reaped by the reaper thread with no call from the
+    command; a child the command started itself keeps its exit status for its own `wait`."""
+    done = subprocess.run([sys.executable, "-c", REAPER, SRC], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "0"], done.stdout

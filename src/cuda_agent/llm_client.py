@@ -2,16 +2,19 @@
 APIs), used by the agent's policy (`cuda_agent.agent.openai_policy`) and the task composer (`cuda_agent.synth.llm`).
 
 Requests go through the ``openai`` SDK, imported here on first use only, so that ``import cuda_agent`` and the
-evaluator never need it. The SDK's own retries are off: ours retry transient failures (HTTP 408/409/429/5xx, refused
-or dropped connections, timeouts, a reply that is not JSON) with exponential backoff and jitter, honour
-``Retry-After``, take an injectable ``sleep`` (tests run without waiting) and say how many attempts were made when
-they give up. A 400 that says the prompt does not fit is a `ContextOverflowError` (the agent condenses and asks again);
+evaluator never need it. The SDK's own retries are off: ours retry transient failures (HTTP 408/409/429/5xx, dropped
+connections, timeouts, a reply that is not JSON) with exponential backoff and jitter, honour ``Retry-After``, take an
+injectable ``sleep`` (tests run without waiting) and say how many attempts were made when they give up. An endpoint
+that has never answered and refuses the connection (nothing listens there) or whose host name does not exist is a
+`PolicyError` at once: that is a wrong address, and a minute of retries would only hide it. Once it has answered,
+a refused connection is retried like any other (a server restarting). A 400 that says the prompt does not fit is a `ContextOverflowError` (the agent condenses and asks again);
 other client errors are a `PolicyError` at once, since asking again cannot help.
 """
 from __future__ import annotations
 
 import logging
 import random
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -54,6 +57,7 @@ class ChatEndpoint:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], None] = time.sleep
     _client: Any = field(default=None, init=False, repr=False)
+    _answered: bool = field(default=False, init=False, repr=False)
 
     def client(self) -> Any:
         """The SDK client (made on first use)."""
@@ -79,6 +83,7 @@ class ChatEndpoint:
             retry_after: float | None = None
             try:
                 reply = self.client().chat.completions.create(**fields, extra_body=extra or None)
+                self._answered = True
                 return reply.model_dump(mode="json", exclude_unset=True)
             except openai.APIStatusError as exc:
                 text = exc.response.text[:2000]
@@ -92,6 +97,10 @@ class ChatEndpoint:
                 retry_after = _seconds(exc.response.headers.get("retry-after"))
             except openai.APIConnectionError as exc:  # refused, dropped, timed out
                 last_error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
+                unreachable = _unreachable(exc)
+                if unreachable and not self._answered:
+                    raise PolicyError(f"{where}: {unreachable}; check the address (--base-url or OPENAI_BASE_URL) "
+                                      "and that the server is running") from exc
             except (openai.APIResponseValidationError, ValueError) as exc:
                 last_error = f"reply is not JSON: {exc}"
             if attempt == self.retry.max_retries:
@@ -104,6 +113,21 @@ class ChatEndpoint:
             f"{where}: gave up after {self.retry.max_retries + 1} attempts; last error: {last_error}. "
             "Check that the server is up (OPENAI_BASE_URL) and not overloaded."
         )
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """What makes the address wrong rather than the server busy: a refused connection (nothing listens there) or a
+    host name that does not exist; None for anything else (a timeout, a dropped connection, a DNS hiccup)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused (nothing listens there)"
+        if isinstance(current, socket.gaierror) and current.errno != socket.EAI_AGAIN:
+            return f"the host name does not resolve ({current.strerror})"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _seconds(value: str | None) -> float | None:

@@ -38,17 +38,18 @@ def kernelbench_root() -> Path | None:
     return cached if (cached / "level1").is_dir() else None
 
 
-def rl_configs_dir() -> Path:
-    """The folder of RL stage configs; raises `ConfigError` if neither the variable nor the default holds one."""
+def rl_configs_dir(stage: str = "ppo") -> Path:
+    """The folder of RL stage configs; raises `ConfigError`, naming ``<stage>.yaml``, if neither the variable nor
+    the default holds that stage's config."""
     configured = os.environ.get(RL_CONFIGS_ENV)
     path = Path(configured).expanduser() if configured else Path.cwd() / "configs" / "rl"
-    if not (path / "ppo.yaml").is_file():
+    if not (path / f"{stage}.yaml").is_file():
         where = f"{RL_CONFIGS_ENV}={configured}" if configured else f"{path} (the default, from the current directory)"
-        raise ConfigError(f"no stage configs (ppo.yaml) in {where}; set {RL_CONFIGS_ENV} to the checkout's "
-                          "configs/rl folder, run from the checkout's root, or pass --config")
+        raise ConfigError(f"no {stage}.yaml in {where}; set {RL_CONFIGS_ENV} to the checkout's configs/rl folder, "
+                          f"run from the checkout's root, or pass --config FILE")
     return path
 
 
 def rl_config_path(stage: str) -> Path:
-    """The config file of one RL stage (``warmup``, ``ppo``, ...)."""
-    return rl_configs_dir() / f"{stage}.yaml"
+    """The config file of one RL stage (``warmup``, ``ppo``, ...); raises `ConfigError` where there is none."""
+    return rl_configs_dir(stage) / f"{stage}.yaml"

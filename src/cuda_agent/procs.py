@@ -16,6 +16,12 @@ How to use it:
 - On a signal the handler kills them all and raises `Terminated` (exit status 128 + the signal number), unless
   the command asked for a graceful stop (``on_signal``): then the first signal calls it and the command winds
   down on its own; a second signal kills at once.
+- A subreaper must reap what it adopts: a sandbox whose bubblewrap monitor is killed before the process inside
+  it leaves that process to the nearest subreaper (one per evaluation). While the guard is installed a reaper
+  thread reaps every zombie child that is adopted, that is, in a session other than this process's and not a
+  registered group, once it has been a zombie for ORPHAN_GRACE_S (its own parent is gone; nobody else waits).
+  So a child started in a session of its own must be registered (`register_group`), or waited for within that
+  grace: else its exit status may be taken, and its pid reused under a handle that still names it.
 """
 from __future__ import annotations
 
@@ -33,6 +39,8 @@ log = logging.getLogger(__name__)
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _PR_SET_CHILD_SUBREAPER = 36
 _REAP_WAIT_S = 5.0
+ORPHAN_SWEEP_S = 1.0
+ORPHAN_GRACE_S = 5.0
 
 
 class Terminated(SystemExit):
@@ -52,26 +60,34 @@ class _State:
         self.graceful: Callable[[int], None] | None = None
         self.signalled = 0
         self.previous: dict[int, object] = {}
+        self.reaper: threading.Thread | None = None
+        self.reaper_stop = threading.Event()
 
 
 _STATE = _State()
+
+
+def _stats() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, the fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, session, ...) for every
+    process this one can see."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                after = fh.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(after) > 3:
+            yield int(entry.name), after
 
 
 def descendants(root_pid: int) -> list[int]:
     """Host pids of every process below ``root_pid``, parents before children (read from /proc/*/stat; works
     across sessions and PID namespaces)."""
     children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        after = stat.rsplit(b")", 1)[-1].split()
-        if len(after) > 2:
-            children.setdefault(int(after[1]), []).append(int(entry.name))
+    for pid, fields in _stats():
+        children.setdefault(int(fields[1]), []).append(pid)
     found: list[int] = []
     stack = [root_pid]
     while stack:
@@ -115,6 +131,90 @@ def reap_adopted() -> None:
         if done:
             with _STATE.lock:
                 _STATE.adopted.discard(pid)
+
+
+def _children() -> list[int] | None:
+    """This process's children, from each thread's /proc children list (None where the kernel keeps no such list:
+    then the caller reads every process's stat)."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return None
+    found: list[int] = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as fh:
+                found.extend(int(pid) for pid in fh.read().split())
+        except OSError:
+            continue  # a thread that has just ended
+    return found
+
+
+def _stat_of(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+
+
+def adopted_zombies() -> set[int]:
+    """This process's zombie children that it did not start: in a session other than its own and not a
+    registered group (every child this package starts in a session of its own is registered). Cheap when there
+    is no zombie child at all (one ``waitid`` that reaps nothing), which is nearly always."""
+    try:
+        if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            return set()
+    except ChildProcessError:
+        return set()
+    me = str(os.getpid()).encode()
+    session = str(os.getsid(0)).encode()
+    with _STATE.lock:
+        groups = set(_STATE.groups)
+    children = _children()
+    stats = ((pid, _stat_of(pid)) for pid in children) if children is not None else _stats()
+    return {pid for pid, fields in stats
+            if fields is not None and len(fields) > 3 and fields[0] == b"Z" and fields[1] == me
+            and fields[3] != session and pid not in groups}
+
+
+def reap_orphans(suspects: dict[int, float], grace_s: float = ORPHAN_GRACE_S) -> dict[int, float]:
+    """One sweep of the reaper: reap the adopted zombies that have been zombies for ``grace_s`` (``suspects``:
+    when each was first seen); return the ones left, with the new ones. The grace leaves a child that code of this
+    process started in a session of its own without registering it to its owner, who waits for it promptly."""
+    now = time.monotonic()
+    zombies = adopted_zombies()
+    left = {pid: suspects.get(pid, now) for pid in zombies}
+    for pid, since in list(left.items()):
+        if now - since >= grace_s:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            del left[pid]
+    reap_adopted()
+    return left
+
+
+def _reap_orphans_forever(stop: threading.Event) -> None:
+    suspects: dict[int, float] = {}
+    while not stop.wait(ORPHAN_SWEEP_S):
+        try:
+            suspects = reap_orphans(suspects)
+        except OSError:
+            log.debug("the orphan sweep failed; trying again", exc_info=True)
+
+
+def _start_reaper() -> None:
+    if _STATE.reaper is not None and _STATE.reaper.is_alive():
+        return
+    _STATE.reaper_stop = threading.Event()
+    _STATE.reaper = threading.Thread(target=_reap_orphans_forever, args=(_STATE.reaper_stop,),
+                                     name="cuda-agent-reaper", daemon=True)
+    _STATE.reaper.start()
+
+
+def _stop_reaper() -> None:
+    _STATE.reaper_stop.set()
+    if _STATE.reaper is not None:
+        _STATE.reaper.join(timeout=5)
+    _STATE.reaper = None
 
 
 def kill_group(pgid: int) -> int:
@@ -216,6 +316,7 @@ def install(on_signal: Callable[[int], None] | None = None) -> None:
     _STATE.signalled = 0
     _STATE.terminating.clear()
     _set_subreaper(True)
+    _start_reaper()
     for signum in SIGNALS:
         previous = signal.signal(signum, _handle)
         _STATE.previous.setdefault(signum, previous)
@@ -229,6 +330,7 @@ def set_graceful(on_signal: Callable[[int], None] | None) -> None:
 def shutdown() -> None:
     """Kill whatever is left of the command's processes, reap them, and restore the previous handlers."""
     _STATE.terminating.set()
+    _stop_reaper()
     kill_all()
     _reap(_REAP_WAIT_S)
     for signum, previous in _STATE.previous.items():

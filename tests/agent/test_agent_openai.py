@@ -129,13 +129,29 @@ def test_context_overflow_is_its_own_error(serve) -> None:
         policy_for(server.url, []).query(MESSAGES, TOOLS)
 
 
-def test_gives_up_after_retries_on_a_dead_endpoint() -> None:
+def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return sock.getsockname()[1]
+
+
+def test_an_address_nothing_listens_on_fails_at_once() -> None:
+    """A refused connection to an endpoint that never answered is a wrong address: no minute of retries."""
     sleeps: list[float] = []
+    with pytest.raises(PolicyError, match="connection refused.*--base-url"):
+        policy_for(f"http://127.0.0.1:{_free_port()}/v1", sleeps, max_retries=2).query(MESSAGES, TOOLS)
+    assert sleeps == []
+
+
+def test_gives_up_after_retries_when_a_server_that_answered_goes_away(serve) -> None:
+    """Once the endpoint has answered, a refused connection is a server restarting: it is retried."""
+    server = serve([(200, {}, completion("ok"))])
+    sleeps: list[float] = []
+    policy = policy_for(server.url, sleeps, max_retries=2)
+    assert policy.query(MESSAGES, TOOLS).content == "ok"
+    server.close()
     with pytest.raises(PolicyError, match="gave up after 3 attempts"):
-        policy_for(f"http://127.0.0.1:{port}/v1", sleeps, max_retries=2).query(MESSAGES, TOOLS)
+        policy.query(MESSAGES, TOOLS)
     assert len(sleeps) == 2
 
 

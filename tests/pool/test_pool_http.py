@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,8 +19,9 @@ import pytest
 from pool_helpers import overlapping_pairs, read_log, standin_job
 
 from cuda_agent.errors import ConfigError, PoolError
-from cuda_agent.pool import LocalPool, PoolClient, StandInEvaluator
+from cuda_agent.pool import EvalJob, LocalPool, PoolClient, StandInEvaluator
 from cuda_agent.pool.http import PoolHTTPServer, make_server
+from cuda_agent.procs import ORPHAN_GRACE_S, descendants
 from cuda_agent.store import Store
 from cuda_agent.tasks import Task
 
@@ -104,19 +107,63 @@ def test_errors_are_json_with_the_right_codes(served: tuple[PoolHTTPServer, Path
         client.submit(standin_job(task, job_id="dup"))
 
 
+
+@pytest.mark.gpu
+def test_serve_with_the_real_evaluator_leaves_no_zombie() -> None:
+    """The same with real evaluations on a GPU: each one's sandbox leaves its process to the server."""
+    from test_pool_gpu import MODEL_NEW, RELU_CU, TASK
+
+    real = Task(id="gpu/relu", code=TASK, name="relu")
+    with _serve("--gpus", "0", "--store", "none", "--token", "secret") as (proc, url, _):
+        with PoolClient(url, token="secret") as client:
+            jobs = [EvalJob.create(real, {"model_new.py": f"{MODEL_NEW}# {i}\n", "kernels/relu.cu": RELU_CU},
+                                   kind="verify") for i in range(20)]
+            results = [client.submit(job).result(timeout=900) for job in jobs]
+        assert all(r.correct for r in results), [r.summary() for r in results if not r.correct]
+        deadline = time.monotonic() + 3 * ORPHAN_GRACE_S
+        while _zombies(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _zombies(proc.pid) == []
+
+@pytest.mark.parametrize("where", ["file solution", "workspace solution", "task.path", "task.id", "task.name"])
+@pytest.mark.parametrize("char", ["\x00", "\n", "\x1b", "\x7f"])
+def test_names_with_control_characters_are_refused(served: tuple[PoolHTTPServer, Path], task: Task, where: str,
+                                                   char: str) -> None:
+    """A NUL in a file name once got a 202 and ended as a server traceback inside the result: every field that
+    names a file or a task is refused with a 400 whose one-line reason names the field, and nothing is queued."""
+    server, _ = served
+    bad = f"ker{char}nel"
+    solution: dict[str, object] = {"kind": "workspace", "encoding": "text", "files": {"model_new.py": "# x\n"}}
+    task_fields = task.to_dict()
+    if where == "file solution":
+        solution = {"kind": "file", "encoding": "text", "files": {f"{bad}.py": "# x\n"}}
+    elif where == "workspace solution":
+        solution["files"] = {"model_new.py": "# x\n", f"kernels/{bad}.cu": "// x\n"}  # type: ignore[index]
+    else:
+        task_fields[where.split(".")[1]] = bad
+    field = "solution.files path" if "solution" in where else where
+    job_id = f"control-{where.replace(' ', '-')}-{ord(char)}"
+    for route, body in (("evaluations", {"task": task_fields, "solution": solution, "job_id": job_id}),
+                        ("builds", {"task": task_fields, "solution": solution})):
+        code, answer = _raw(f"{server.url}/v1/{route}", "POST", json.dumps(body).encode())
+        assert code == 400, (route, answer)
+        assert field in answer["error"] and "control character" in answer["error"], answer
+        assert "\n" not in answer["error"] and "Traceback" not in answer["error"]
+    assert _raw(f"{server.url}/v1/evaluations/{job_id}")[0] == 404
+
+
 def test_unreachable_server_is_a_pool_error(task: Task) -> None:
     with PoolClient("http://127.0.0.1:9", timeout_s=2) as client, pytest.raises(PoolError, match="cannot reach"):
         client.submit(standin_job(task))
 
 
-@pytest.mark.slow
-def test_serve_command_starts_answers_and_stops(tmp_path: Path, task: Task) -> None:
-    script = ("import typer; from cuda_agent.cli.serve import register; app = typer.Typer(); register(app); "
-              "app.command('noop')(lambda: None); app()")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, "serve", "--port", "0", "--standin", "0.01", "--gpus", "0,1,2",
-         "--store", f"sqlite:///{tmp_path / 'serve.db'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": SRC})
+@contextlib.contextmanager
+def _serve(*args: str) -> Iterator[tuple[subprocess.Popen[str], str, str | None]]:
+    """`cuda-agent serve --port 0 ARGS` as a user starts it; yields the process, its URL and the token it printed
+    (None when given one). Ends it with SIGTERM."""
+    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli.main", "serve", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": SRC})
     try:
         assert proc.stdout is not None
         line, token = "", None
@@ -127,15 +174,50 @@ def test_serve_command_starts_answers_and_stops(tmp_path: Path, task: Task) -> N
             if "listening on" in line or not line:
                 break
         assert "listening on http://127.0.0.1:" in line, proc.stderr.read() if proc.stderr else line
-        url = line.split("listening on ", 1)[1].split()[0]
+        yield proc, line.split("listening on ", 1)[1].split()[0], token
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_serve_command_starts_answers_and_stops(tmp_path: Path, task: Task) -> None:
+    with _serve("--standin", "0.01", "--gpus", "0,1,2", "--store", f"sqlite:///{tmp_path / 'serve.db'}") as (
+            proc, url, token):
         assert token, "without --token the server makes one and prints it"
         assert _raw(f"{url}/v1/health", token=None)[0] == 401
         with PoolClient(url, token=token) as client:
             assert client.health()["workers"] == 3
             assert client.submit(standin_job(task)).result(timeout=60).correct
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
     assert proc.returncode == 0
     with Store.open(f"sqlite:///{tmp_path / 'serve.db'}") as store:
         assert store.count() == 1
+
+
+def _zombies(root: int) -> list[int]:
+    found = []
+    for pid in descendants(root):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_serve_reaps_the_processes_it_adopts(task: Task) -> None:
+    """Each stand-in job leaves a process whose parent exits first, as a real evaluation does when its sandbox's
+    bubblewrap monitor dies before the process inside: the server, their subreaper, must reap every one."""
+    with _serve("--standin", "0.01", "--gpus", "0,1", "--store", "none", "--token", "secret") as (proc, url, _):
+        with PoolClient(url, token="secret") as client:
+            jobs = [EvalJob.create(task, {"model_new.py": f"# {i}\n", "standin.json": '{"orphans": 1}'})
+                    for i in range(20)]
+            assert all(client.submit(job).result(timeout=60).correct for job in jobs)
+        deadline = time.monotonic() + 3 * ORPHAN_GRACE_S
+        while _zombies(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _zombies(proc.pid) == []
+        assert proc.poll() is None
+    assert proc.returncode == 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from cuda_agent import procs
 from cuda_agent.errors import ConfigError, CudaAgentError
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class LocalModelServer:
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        procs.register_group(self.proc.pid)  # its exit status stays its owner's; it ends with the command
         try:
             self._wait_ready()
         except BaseException:
@@ -183,6 +185,7 @@ class LocalModelServer:
                 os.killpg(proc.pid, sig)
             try:
                 proc.wait(timeout=wait)
+                procs.unregister_group(proc.pid)
                 break
             except subprocess.TimeoutExpired:
                 continue

@@ -34,7 +34,10 @@ def _tasks(spec: str, levels: Optional[str], ids: Optional[str], limit: Optional
             raise _fail("no KernelBench folder found; pass --tasks PATH, set CUDA_AGENT_KERNELBENCH, or download it "
                         "with: cuda-agent data fetch kernelbench")
         spec = str(root)
-    tasks = load_tasks(spec, validate=False)
+    try:
+        tasks = load_tasks(spec, validate=False)
+    except CudaAgentError as exc:
+        raise _fail(f"--tasks: {exc}") from exc
     wanted = [int(x) for x in levels.split(",")] if levels else None
     tasks = tasks.filter(levels=wanted, ids=ids.split(",") if ids else None)
     if limit is not None:
@@ -185,6 +188,7 @@ def register(app: typer.Typer) -> None:
         from cuda_agent.bench.report_pages import write_report
         from cuda_agent.bench.results import save_results
 
+        config = None if standin else _eval_config(mode)
         task_set = _tasks(tasks, levels, ids, None)
         try:
             if only_solved:
@@ -193,7 +197,6 @@ def register(app: typer.Typer) -> None:
             pool, st = _open_pool(store, gpus, standin)
         except CudaAgentError as exc:
             raise _fail(str(exc)) from exc
-        config = None if standin else _eval_config(mode)
         try:
             with _progress() as bar:
                 handle = bar.add_task("evaluations", total=None, last="")
@@ -323,6 +326,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _eval_config(mode: str) -> Any:
-    from cuda_agent.evaluator.config import EvalConfig
+    from cuda_agent.cli._checks import eval_config
 
-    return EvalConfig(mode=mode)
+    return eval_config({"mode": "--mode"}, mode=mode)

@@ -7,12 +7,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cuda_agent.cli._checks import finite
+from cuda_agent.cli._checks import eval_config, finite
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.tasks import resolve_task
 
 
 MAX_TIMEOUT_S = 24 * 3600.0
+FLAGS = {"mode": "--mode", "tolerance": "--tolerance", "timeout_s": "--timeout", "device": "--device"}
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 4) -> str:
@@ -85,15 +86,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Verify and time a solution (the judge and the sandboxed candidate in processes of their own); print the
         verdict and the reward."""
-        from cuda_agent.evaluator import EvalConfig, evaluate
+        from cuda_agent.evaluator import evaluate
 
         console = Console()
         finite(timeout, "--timeout", 0.0, MAX_TIMEOUT_S, low_excluded=True)
         try:
             task_obj = resolve_task(task)
-            config = EvalConfig(mode=mode, profile=not no_profile, tolerance=tolerance, timeout_s=timeout,
-                                device=device, kernel_breakdown=breakdown,
-                                unsandboxed_trusted_code=unsafe_no_sandbox)
+            config = eval_config(FLAGS, mode=mode, profile=not no_profile, tolerance=tolerance, timeout_s=timeout,
+                                 device=device, kernel_breakdown=breakdown,
+                                 unsandboxed_trusted_code=unsafe_no_sandbox)
             if unsafe_no_sandbox:
                 console.print("[bold red]WARNING: --unsafe-trusted-code-no-sandbox: the candidate runs outside the "
                               "sandbox, with your rights.[/bold red]")

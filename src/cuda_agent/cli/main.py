@@ -4,10 +4,33 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+
+
+def _without_flag_types(params: list[Any]) -> list[Any]:
+    """Flags take no value, so help shows no type for them (typer would print ``<bool>`` as if they took one).
+    Matched by attribute: typer's options derive from its own copy of click's classes."""
+    for param in params:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_types(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_types(super().get_params(ctx))
+
 
 app = typer.Typer(
+    cls=_Group,
     name="cuda-agent",
     help="Teach and run LLM agents that write CUDA kernels faster than torch.compile.",
     no_args_is_help=True,
@@ -69,6 +92,19 @@ def _register_all() -> None:
                 continue  # subcommand not part of this installation
             raise
         module.register(app)
+    _use_our_classes(app)
+
+
+def _use_our_classes(typer_app: typer.Typer) -> None:
+    """Every command and group of ``typer_app`` (sub-apps included) built with `_Command` and `_Group`."""
+    for command in typer_app.registered_commands:
+        if command.cls in (None, TyperCommand):
+            command.cls = _Command
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub is not None:
+            sub.info.cls = _Group
+            _use_our_classes(sub)
 
 
 _register_all()

@@ -18,12 +18,26 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from cuda_agent.cli._checks import finite
 from cuda_agent.errors import ConfigError, CudaAgentError
 
 console = Console(stderr=True)
 
 # What a run writes into its --out folder; any of them there means the folder holds an earlier run.
 RUN_FILES = ("trajectory.jsonl", "result.json", "report.md")
+MAX_WALL_S = 30 * 86_400.0
+# How an episode may end without a verdict: the command then exits 1, so a script tells it from a finished one.
+FAILED_ENDS = frozenset({"policy_error", "context_overflow", "fatal"})
+# The words each flag takes, checked before anything heavy is imported.
+CHOICES = {"--policy": ("openai", "scripted"), "--mode": ("eval", "train"), "--sandbox": ("auto", "bwrap", "local"),
+           "--verify": ("auto", "gpu", "skip"), "--eval-mode": ("strict", "relaxed")}
+
+
+def _check_choices(given: dict[str, str]) -> None:
+    """Raise `typer.BadParameter` (exit status 2) naming the first flag whose value is not one of its words."""
+    for flag, value in given.items():
+        if value not in CHOICES[flag]:
+            raise typer.BadParameter(f"must be {' or '.join(CHOICES[flag])}, got {value!r}", param_hint=flag)
 
 
 @dataclass
@@ -102,11 +116,11 @@ def register(app: typer.Typer) -> None:
         api_key: Optional[str] = typer.Option(None, help="API key (env OPENAI_API_KEY)."),
         out: Optional[Path] = typer.Option(None, help="Output folder (default: runs/<task>-<time>)."),
         mode: str = typer.Option("eval", help="eval (200 turns) or train (150 turns) budget defaults."),
-        max_turns: Optional[int] = typer.Option(None, help="Tool calls before the episode is cut off."),
-        max_tokens: Optional[int] = typer.Option(None, help="Token budget of the episode (prompt + completion)."),
+        max_turns: Optional[int] = typer.Option(None, min=1, help="Tool calls before the episode is cut off."),
+        max_tokens: Optional[int] = typer.Option(None, min=1, help="Token budget of the episode (prompt + completion)."),
         max_wall: float = typer.Option(4 * 3600.0, help="Wall-clock budget in seconds."),
-        context_tokens: int = typer.Option(131072, help="The model's context window (older outputs are condensed)."),
-        max_completion_tokens: int = typer.Option(8192, help="Most tokens one model reply may have (longer replies "
+        context_tokens: int = typer.Option(131072, min=1024, help="The model's context window (older outputs are condensed)."),
+        max_completion_tokens: int = typer.Option(8192, min=1, help="Most tokens one model reply may have (longer replies "
                                                   "are cut, and the agent is told)."),
         temperature: float = typer.Option(0.6, help="Sampling temperature of the model."),
         request_timeout: float = typer.Option(600.0, help="Seconds one model request may take (a CPU server is slow)."),
@@ -117,7 +131,15 @@ def register(app: typer.Typer) -> None:
         require_build: bool = typer.Option(False, "--require-build-before-submit", help="Refuse submit while nothing "
                                            "has built in the episode (small models submit before writing anything)."),
     ) -> None:
-        """Run the agent on one task; write the best kernel, report.md, result.json and the trajectory."""
+        """Run the agent on one task; write the best kernel, report.md, result.json and the trajectory.
+
+        Exit status: 0 when the episode ran to its end (submitted, or a budget spent); 1 when it could not (the
+        model endpoint failed, the conversation outgrew the context, a fatal error); 2 when it could not start."""
+        _check_choices({"--policy": policy, "--mode": mode, "--sandbox": sandbox, "--verify": verify,
+                        "--eval-mode": eval_mode})
+        finite(max_wall, "--max-wall", 0.0, MAX_WALL_S, low_excluded=True)
+        finite(temperature, "--temperature", 0.0, 2.0)
+        finite(request_timeout, "--request-timeout", 0.0, 86_400.0, low_excluded=True)
         from cuda_agent.agent import AgentConfig, AgentEnv, EnvConfig, OpenAIConfig, OpenAIPolicy, ScriptedPolicy
         from cuda_agent.agent.backend import LocalBackend, resolve_verify_mode
         from cuda_agent.agent.examples import example_script_path
@@ -131,8 +153,6 @@ def register(app: typer.Typer) -> None:
             task = _load_task(task_path)
         except CudaAgentError as exc:
             problems.append(str(exc))
-        if policy not in ("openai", "scripted"):
-            raise _fail(f"--policy must be openai or scripted, got {policy!r}")
         try:
             from cuda_agent.compiler import nvcc_path
 
@@ -224,3 +244,7 @@ def register(app: typer.Typer) -> None:
                           f"--solutions {paths['final'].parent} --only-solved)")
         console.print(f"report: {paths['report']}")
         sys.stdout.write(str(paths["report"]) + "\n")
+        if result.reason in FAILED_ENDS:
+            console.print(f"[red]error:[/red] the episode did not finish ({result.reason}): {result.message}",
+                          soft_wrap=True, highlight=False)
+            raise typer.Exit(1)

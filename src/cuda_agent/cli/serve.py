@@ -19,17 +19,27 @@ INSECURE_FLAG = "--insecure-no-token"
 DRAIN_GRACE_S = 1.0
 
 
-def _gpu_labels(gpus: Optional[str], standin: Optional[float]) -> list[str] | None:
+def _gpu_labels(gpus: Optional[str], standin: Optional[float], backend: str, console: Console) -> list[str] | None:
+    """The GPUs to serve: --gpus, else those found (stand-in workers where none is found, with --standin). A
+    local backend with no GPU found and no --standin exits 2 naming the flags that help."""
     if gpus:
         labels = [g.strip() for g in gpus.split(",") if g.strip()]
         if not labels:
             raise typer.BadParameter("name at least one GPU id, e.g. 0,1", param_hint="--gpus")
         return labels
-    if standin is None:
+    if standin is None and backend != "local":
         return None
     from cuda_agent.pool import detect_gpus
 
-    return detect_gpus() or [str(i) for i in range(STANDIN_DEFAULT_WORKERS)]
+    found = detect_gpus()
+    if standin is not None:
+        return found or [str(i) for i in range(STANDIN_DEFAULT_WORKERS)]
+    if not found:
+        console.print("[red]error:[/red] no GPU found here (nvidia-smi lists none and CUDA_VISIBLE_DEVICES is "
+                      "empty); pass --gpus IDS (e.g. --gpus 0,1) to name them, or --standin SECONDS to serve the "
+                      "stand-in evaluator on this CPU", soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
+    return found
 
 
 def _make_pool(backend: str, gpu_list: list[str] | None, standin: Optional[float], store: Any,
@@ -119,7 +129,7 @@ def register(app: typer.Typer) -> None:
         finite(standin, "--standin", 0.0, 3600.0)
         finite(read_timeout, "--read-timeout", 0.0, 3600.0, low_excluded=True)
         finite(drain_timeout, "--drain-timeout", 0.0, 86_400.0)
-        gpu_list = _gpu_labels(gpus, standin)
+        gpu_list = _gpu_labels(gpus, standin, backend, console)
         chosen = _token(token, insecure_no_token, host, token_file, console)
         opened = None
         with procs.guard():

@@ -13,12 +13,14 @@ from cuda_agent.errors import CudaAgentError
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("synth")
+    # No default output: a bare `cuda-agent synth` prints its help instead of starting a long run in the current
+    # folder.
+    @app.command("synth", no_args_is_help=True)
     def synth_command(
-        n: int = typer.Option(300, "--n", help="Accepted tasks wanted."),
+        out: Path = typer.Option(..., "--out", help="Parquet to write (required); its .state.jsonl makes the run "
+                                                    "resumable."),
+        n: int = typer.Option(300, "--n", min=1, help="Accepted tasks wanted."),
         composer: str = typer.Option("rule", "--composer", help="rule (no LLM) or llm."),
-        out: Path = typer.Option(Path("tasks.parquet"), "--out", help="Parquet to write; its .state.jsonl makes "
-                                                                       "the run resumable."),
         device: str = typer.Option("cpu", "--device", help="cpu or cuda: where tasks run and are timed."),
         seed: int = typer.Option(0, help="Composer seed."),
         workers: int = typer.Option(0, help="Filter worker processes (0: in this process, no time cap)."),

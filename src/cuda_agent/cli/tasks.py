@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         from cuda_agent.tasks import load_tasks
         from cuda_agent.tasks.sandboxed import TIME_LIMIT_ENV, check_time_limit
 
+        if not spec.strip():  # Path("") is the current folder: never walk a folder the user did not name
+            raise typer.BadParameter("is empty; name a task file or folder, a .parquet file or hub:<name>",
+                                     param_hint="SPEC")
         console = Console()
         try:
             if task_timeout is not None:

@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
 
                 result = run_stage(cfg, dry_run=dry_run, progress=progress)
         except CudaAgentError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            console.print(f"[red]error:[/] {exc}", soft_wrap=True, highlight=False)
             raise typer.Exit(1) from exc
         for name, path in result.files.items():
             console.print(f"{name}: {path}")

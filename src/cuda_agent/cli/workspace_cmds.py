@@ -14,6 +14,9 @@ from rich.console import Console
 from cuda_agent.errors import CudaAgentError
 
 console = Console()
+UNSAFE_FLAG = "--unsafe-trusted-code-no-sandbox"
+UNSAFE_HELP = ("Run the compiler (and, for verify and profile, the candidate) WITHOUT the sandbox. Only for code you "
+               "wrote yourself, on a machine where no sandbox can be made.")
 
 
 def _workspace(path: Path):
@@ -26,13 +29,18 @@ def _workspace(path: Path):
         raise typer.Exit(2) from exc
 
 
-def _evaluate(path: Path, profile: bool, breakdown: bool = False) -> None:
+def _evaluate(path: Path, profile: bool, breakdown: bool = False, unsafe: bool = False) -> None:
     from cuda_agent.cli.eval import render
     from cuda_agent.evaluator import EvalConfig, evaluate
 
     workspace = _workspace(path)
-    with console.status("verifying and profiling ..." if profile else "verifying ..."):
-        result = evaluate(workspace.task, workspace.root, EvalConfig(profile=profile, kernel_breakdown=breakdown))
+    config = EvalConfig(profile=profile, kernel_breakdown=breakdown, unsandboxed_trusted_code=unsafe)
+    try:
+        with console.status("verifying and profiling ..." if profile else "verifying ..."):
+            result = evaluate(workspace.task, workspace.root, config)
+    except CudaAgentError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from exc
     render(result, console)
     raise typer.Exit(0 if result.correct else 1)
 
@@ -56,6 +64,11 @@ def register(app: typer.Typer) -> None:
         except CudaAgentError as exc:
             console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
+        except OSError as exc:  # a parent that is a file, a read-only or virtual file system, no permission
+            where = f" ({exc.filename})" if exc.filename else ""
+            console.print(f"[red]error:[/red] cannot create a workspace at {folder}: {exc.strerror or exc}{where}",
+                          soft_wrap=True, highlight=False)
+            raise typer.Exit(2) from exc
         console.print(f"workspace for {workspace.task.id} at {workspace.root}; read {workspace.root / 'SKILL.md'}")
 
     @app.command("build")
@@ -63,12 +76,14 @@ def register(app: typer.Typer) -> None:
         folder: Path = typer.Argument(Path("."), help="Workspace folder."),
         arch: str = typer.Option(None, help="GPU architecture (90, sm_90, 90a); default: detected."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+        unsafe: bool = typer.Option(False, UNSAFE_FLAG, help=UNSAFE_HELP),
     ) -> None:
         """Compile kernels/ (only what changed); print the first compiler error first."""
         from cuda_agent.compiler.confined import build_confined
 
+        _workspace(folder)
         try:
-            result = build_confined(folder, arch=arch)
+            result = build_confined(folder, arch=arch, allow_unsandboxed=unsafe)
         except CudaAgentError as exc:
             console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(2) from exc
@@ -82,19 +97,26 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(0 if result.ok else 1)
 
     @app.command("verify")
-    def verify(folder: Path = typer.Argument(Path("."), help="Workspace folder.")) -> None:
+    def verify(
+        folder: Path = typer.Argument(Path("."), help="Workspace folder."),
+        unsafe: bool = typer.Option(False, UNSAFE_FLAG, help=UNSAFE_HELP),
+    ) -> None:
         """Build, then check ModelNew against Model on fresh inputs; print any rule that fired."""
-        _evaluate(folder, profile=False)
+        _evaluate(folder, profile=False, unsafe=unsafe)
 
     @app.command("profile")
     def profile(
         folder: Path = typer.Argument(Path("."), help="Workspace folder."),
         breakdown: bool = typer.Option(False, "--breakdown", help="Add the time of each of your kernels per call."),
+        unsafe: bool = typer.Option(False, UNSAFE_FLAG, help=UNSAFE_HELP),
     ) -> None:
         """Verify, then time eager, torch.compile and ModelNew; print speedups and the reward."""
-        _evaluate(folder, profile=True, breakdown=breakdown)
+        _evaluate(folder, profile=True, breakdown=breakdown, unsafe=unsafe)
 
     @app.command("submit")
-    def submit(folder: Path = typer.Argument(Path("."), help="Workspace folder.")) -> None:
+    def submit(
+        folder: Path = typer.Argument(Path("."), help="Workspace folder."),
+        unsafe: bool = typer.Option(False, UNSAFE_FLAG, help=UNSAFE_HELP),
+    ) -> None:
         """End the episode (meaningful inside an agent episode; by hand it runs a final profile)."""
-        _evaluate(folder, profile=True)
+        _evaluate(folder, profile=True, unsafe=unsafe)

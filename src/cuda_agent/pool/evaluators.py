@@ -134,6 +134,29 @@ class RealEvaluator:
         return None
 
 
+MAX_ORPHANS = 100
+ORPHAN_LIFETIME_S = 0.05
+
+
+def _check_orphans(count: Any) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_ORPHANS:
+        raise ValueError(f"orphans must be a whole number from 0 to {MAX_ORPHANS}, got {count!r}")
+
+
+def _leave_orphan() -> None:
+    """Fork a child that forks a grandchild and exits at once: the grandchild, re-parented to the nearest
+    subreaper, lives ORPHAN_LIFETIME_S and exits, a zombie until that subreaper reaps it."""
+    child = os.fork()
+    if child == 0:
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                time.sleep(ORPHAN_LIFETIME_S)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
 @dataclass(frozen=True)
 class StandInEvaluator:
     """Stand-in GPU work for CPU tests and capacity planning (a product feature, not a test double).
@@ -147,18 +170,24 @@ class StandInEvaluator:
     - ``broken``: the job returns an illegal-memory-access error, after which the worker's CUDA context is unusable;
     - ``error``: the evaluator itself raises (a bug on our side, not the candidate's).
 
+    ``orphans`` (or ``"orphans": N`` in ``standin.json``) makes each job leave N short-lived processes whose parent
+    exits first, as a real evaluation does when its sandbox's bubblewrap monitor dies before the process inside:
+    they end up with the nearest child subreaper (`cuda_agent.procs`), which must reap them.
+
     Attributes:
         seconds: default duration of a job.
         log_path: where each job appends one JSON line: job id, GPU (``CUDA_VISIBLE_DEVICES``), pid, start and end
             (``time.time()``), fault. Lines are written with single appends, safe across processes.
         fault: a fault for every job (None: none).
         gpu: the GPU name reported for cache keys.
+        orphans: processes each job leaves behind for a subreaper (see above; 0 to 100).
     """
 
     seconds: float = 0.1
     log_path: str | None = None
     fault: str | None = None
     gpu: str = "stand-in"
+    orphans: int = 0
     needs_workdir = False
 
     def __post_init__(self) -> None:
@@ -166,6 +195,7 @@ class StandInEvaluator:
             raise ValueError(f"fault must be one of {FAULTS} or None, got {self.fault!r}")
         if self.seconds < 0:
             raise ValueError(f"seconds must be >= 0, got {self.seconds}")
+        _check_orphans(self.orphans)
 
     def identity(self) -> dict[str, Any]:
         return {"evaluator": "stand-in", "seconds": self.seconds, "fault": self.fault}
@@ -179,16 +209,18 @@ class StandInEvaluator:
     def prepare(self) -> None:
         return None
 
-    def _plan(self, job: EvalJob) -> tuple[float, str | None]:
+    def _plan(self, job: EvalJob) -> tuple[float, str | None, int]:
         files = job.solution.file_map()
         raw = files.get(STANDIN_FILE, files.get(f"kernels/{STANDIN_FILE}"))
         if raw is None:
-            return self.seconds, self.fault
+            return self.seconds, self.fault, self.orphans
         spec = json.loads(raw)
         fault = spec.get("fault", self.fault)
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"{STANDIN_FILE}: fault must be one of {FAULTS}, got {fault!r}")
-        return float(spec.get("seconds", self.seconds)), fault
+        orphans = spec.get("orphans", self.orphans)
+        _check_orphans(orphans)
+        return float(spec.get("seconds", self.seconds)), fault, orphans
 
     def _record(self, **fields: Any) -> None:
         if not self.log_path:
@@ -201,7 +233,9 @@ class StandInEvaluator:
             os.close(fd)
 
     def evaluate(self, job: EvalJob, workdir: Path) -> dict[str, Any]:
-        seconds, fault = self._plan(job)
+        seconds, fault, orphans = self._plan(job)
+        for _ in range(orphans):
+            _leave_orphan()
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         start = time.time()
         base = {"job_id": job.job_id, "task_id": job.task.id, "gpu": gpu, "pid": os.getpid(), "start": start,

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from cuda_agent.errors import ConfigError, WorkspaceError
 from cuda_agent.evaluator.config import KINDS
+from cuda_agent.pool.validation import CONTROL
 from cuda_agent.store.keys import files_digest
 from cuda_agent.tasks.task import Task
 
@@ -81,6 +82,9 @@ class SolutionSnapshot:
             parts = Path(rel).parts
             if not rel or Path(rel).is_absolute() or ".." in parts:
                 raise ConfigError(f"solution file path {rel!r} must be relative and stay inside the solution")
+            if CONTROL.search(rel):
+                raise ConfigError(f"solution file path {rel!r} contains a control character; file names must be "
+                                  "printable")
         total = sum(len(content) for _, content in self.files)
         if total > MAX_SNAPSHOT_BYTES:
             raise ConfigError(f"solution is {total} bytes; the limit is {MAX_SNAPSHOT_BYTES} (remove build outputs)")

@@ -49,6 +49,9 @@ CONFIG_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "seed": (0, 2**63 - 1, False),
 }
 ARCH = re.compile(r"[0-9]{2,3}[a-z]?")
+# C0 and C1 control characters and DEL: in a name or a path they are never meant (a NUL ends a C string early, a
+# newline or an escape sequence forges log lines and terminal output), so a request carrying one is refused.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def parse_json(raw: bytes) -> Any:
@@ -100,8 +103,9 @@ def _show(value: Any) -> str:
 
 
 def text(value: Any, name: str, *, limit: int = MAX_TEXT_CHARS, optional: bool = False,
-         allow_empty: bool = True) -> str | None:
-    """``value`` as a string of at most ``limit`` characters (None allowed with ``optional``)."""
+         allow_empty: bool = True, printable: bool = True) -> str | None:
+    """``value`` as a string of at most ``limit`` characters (None allowed with ``optional``); with ``printable``
+    (names, paths, ids: everything but code and file contents) it must hold no control character."""
     if value is None and optional:
         return None
     if not isinstance(value, str):
@@ -110,7 +114,17 @@ def text(value: Any, name: str, *, limit: int = MAX_TEXT_CHARS, optional: bool =
         raise RequestError(f"{name} is {len(value)} characters; the limit is {limit}")
     if not allow_empty and not value.strip():
         raise RequestError(f"{name} must not be empty")
+    if printable:
+        check_printable(value, name)
     return value
+
+
+def check_printable(value: str, name: str) -> None:
+    """Raise `RequestError` naming ``name`` when ``value`` holds a control character (NUL, newline, escape...)."""
+    found = CONTROL.search(value)
+    if found:
+        raise RequestError(f"{name} {_show(value)} contains the control character {found.group()!r}; names and "
+                           "paths must be printable")
 
 
 def _object(value: Any, name: str, allowed: frozenset[str] | None = None) -> Mapping[str, Any]:
@@ -130,7 +144,7 @@ def check_task(value: Any) -> None:
         if required not in task:
             raise RequestError(f"task.{required} is required")
     text(task["id"], "task.id", allow_empty=False)
-    text(task["code"], "task.code", limit=MAX_TASK_CODE_CHARS, allow_empty=False)
+    text(task["code"], "task.code", limit=MAX_TASK_CODE_CHARS, allow_empty=False, printable=False)
     text(task.get("source", "user"), "task.source")
     text(task.get("name", ""), "task.name")
     text(task.get("path"), "task.path", limit=MAX_PATH_CHARS, optional=True)

@@ -109,7 +109,8 @@ class RuleComposer:
                 self.by_category.setdefault(spec.category, []).append(spec)
         self.standalone = list(catalog.standalone())
         if not self.by_category:
-            raise ConfigError("the catalog has no composable operators; crawl torch first (cuda-agent synth crawl)")
+            raise ConfigError("the catalog has no composable operators; delete it, and `cuda-agent synth --catalog` "
+                              "crawls a new one (torch first)")
 
     def _pick(self, rng: random.Random, categories: list[str]) -> OperatorSpec:
         weights = [self.config.weights.get(c, 0.5) for c in categories]

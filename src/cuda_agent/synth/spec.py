@@ -199,4 +199,5 @@ class Catalog:
         try:
             return cls.from_json(path.read_text())
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}: not a readable operator catalog ({exc}); rebuild it with `cuda-agent synth crawl`") from exc
+            raise ConfigError(f"{path}: not a readable operator catalog ({exc}); delete it, and `cuda-agent synth "
+                              "--catalog` crawls a new one there") from exc

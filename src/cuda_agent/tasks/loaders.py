@@ -198,7 +198,12 @@ def load_tasks(spec: str, *, validate: bool = True) -> TaskSet:
     - a ``.parquet`` file: CUDA-Agent-Ops-6K layout
     - ``hub:kernelbench`` / ``hub:ops6k``: the hub's copy, fetched into the cache once (`cuda_agent.tasks.hub`);
       ``hub:<repo id>``: any hub dataset with a ``code`` column
+
+    Raises `TaskError` for an empty spec (``Path("")`` is the current folder, which nobody names by leaving the
+    spec out).
     """
+    if not spec.strip():
+        raise TaskError("the task spec is empty; name a task file or folder, a .parquet file or hub:<name>")
     if spec.startswith("hub:"):
         name = spec[4:]
         if name in {"kernelbench", KERNELBENCH_HUB_ID}:
