@@ -215,13 +215,29 @@ async def run_token_episode(
 
     if reward is None:
         reward = float(env.final_reward())
-    n = limits.response_length
+    ids, mask, logprobs = end_on_model_token(asm.ids[:limits.response_length], asm.mask[:limits.response_length],
+                                             asm.logprobs[:limits.response_length])
     return TokenEpisode(
-        prompt_ids=asm.prompt_ids, response_ids=asm.ids[:n], response_mask=asm.mask[:n],
-        response_logprobs=asm.logprobs[:n] if asm.have_logprobs else None, reward=reward, assistant_turns=turns,
+        prompt_ids=asm.prompt_ids, response_ids=ids, response_mask=mask,
+        response_logprobs=logprobs if asm.have_logprobs else None, reward=reward, assistant_turns=turns,
         observation_turns=observation_turns, malformed_calls=malformed, end_reason=end_reason, messages=messages,
         calls=calls_seen, observations=observations,
     )
+
+
+def end_on_model_token(ids: Sequence[int], mask: Sequence[int],
+                       logprobs: Sequence[float]) -> tuple[list[int], list[int], list[float]]:
+    """Drop the observation tokens after the last model token.
+
+    verl puts an episode's reward on its last response token and its GAE skips tokens whose mask is 0, so a
+    response that ends on an observation (a turn or length limit reached after a tool answer) would lose its
+    reward. The model never acted on those trailing tokens, so nothing is learned from them either way; cutting
+    them puts the reward on the final model token, where the TRL path (`cuda_agent.rl.critic.outcome_rewards`)
+    puts it too."""
+    end = len(mask)
+    while end and not mask[end - 1]:
+        end -= 1
+    return list(ids[:end]), list(mask[:end]), list(logprobs[:end])
 
 
 def _observation_text(chat: ChatFormat, outputs: list[str], ended_turn: bool, tokenizer: TokenizerLike,
