@@ -71,13 +71,14 @@ if [[ $mode == rl || $mode == rl-relock ]]; then
   # verl with its own dependencies (resolved inside its declared ranges), TransferQueue for verl's v1 trainer
   # (trainer.use_v1, the default), what our agent loop imports, and pytest for the launch test.
   # transformers==5.9.0: the version verl's own vllm/sglang extras pin, inside its declared range.
-  vpip install -q "${pins[@]}" "$torch_pin" "$verl_pin" "transferqueue==0.1.11" "transformers==5.9.0" \
-    -e ".[verl]" pytest pytest-timeout
   if (( cluster )); then
-    # GPU training nodes: the rollout engine. Its pins (and the torch it is built against) are the lock's
-    # "cluster" section; they replace the CPU torch above.
-    mapfile -t cluster_pins < <(sed -n 's/^#cluster //p' "$lock")
-    vpip install -q "${cluster_pins[@]}"
+    # GPU training nodes: the lock's "#cluster" section, a whole environment resolved with the rollout engine
+    # (vLLM 0.24.0) and the torch it is built against (2.11.0), exactly as pinned there.
+    sed -n 's/^#cluster //p' "$lock" > "$venv/cluster.txt"
+    vpip install -q -c "$venv/cluster.txt" -r "$venv/cluster.txt" -e ".[verl]" pytest pytest-timeout
+  else
+    vpip install -q "${pins[@]}" "$torch_pin" "$verl_pin" "transferqueue==0.1.11" "transformers==5.9.0" \
+      -e ".[verl]" pytest pytest-timeout
   fi
   vpip check
 elif [[ $mode == run ]]; then

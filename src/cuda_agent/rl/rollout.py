@@ -167,6 +167,7 @@ async def run_token_episode(
     calls_seen: list[tuple[str, str]] = []
     observations: list[str] = []
     base_params = dict(sampling_params or {})
+    counted_tail = False  # the response ends on an observation counted in observation_turns
 
     while True:
         room = limits.response_length - len(asm.ids)
@@ -186,6 +187,7 @@ async def run_token_episode(
             raise PolicyError(f"generation failed at turn {turns + 1} of task {task.id}: {exc}") from exc
         token_ids = list(output.token_ids)[:room]
         asm.add_model(token_ids, getattr(output, "log_probs", None))
+        counted_tail = counted_tail and not token_ids
         turns += 1
         ended_turn = bool(token_ids) and eos_id is not None and token_ids[-1] == eos_id
         text = tokenizer.decode(token_ids, skip_special_tokens=False)
@@ -212,11 +214,14 @@ async def run_token_episode(
             break
         asm.add_observation(obs_ids)
         observation_turns += 1
+        counted_tail = True
 
     if reward is None:
         reward = float(env.final_reward())
     ids, mask, logprobs = end_on_model_token(asm.ids[:limits.response_length], asm.mask[:limits.response_length],
                                              asm.logprobs[:limits.response_length])
+    if counted_tail and len(ids) < min(len(asm.ids), limits.response_length):
+        observation_turns -= 1  # that observation is no longer in the response
     return TokenEpisode(
         prompt_ids=asm.prompt_ids, response_ids=ids, response_mask=mask,
         response_logprobs=logprobs if asm.have_logprobs else None, reward=reward, assistant_turns=turns,
