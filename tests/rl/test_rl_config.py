@@ -146,3 +146,20 @@ def test_paths_reach_verl_absolute(tmp_path, monkeypatch):
     assert rft["model"]["path"] == str(tmp_path / "runs/rl/warmup/actor")
     assert rft["data"]["train_files"].startswith("/") and rft["trainer"]["default_local_dir"].startswith("/")
     assert rft["data"]["custom_cls"]["path"].startswith("/")
+
+
+def test_a_verl_stage_is_refused_outside_verls_environment(tmp_path):
+    """verl installed without its dependencies imports but cannot train: the launch is refused before it starts."""
+    from cuda_agent.rl import verl_env
+
+    if not verl_env.problems():
+        pytest.skip("this is verl's environment: the launch would run")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    from rl_samples import RELU
+
+    (tasks / "relu.py").write_text(RELU)
+    cfg = load_stage_config(config_path("warmup"), [f"tasks={tasks}", f"output_dir={tmp_path / 'out'}"])
+    with pytest.raises(ConfigError, match=r"not verl's training environment: .*bash scripts/setup.sh --rl"):
+        run_stage(cfg)
+    assert not (tmp_path / "out" / "checkpoints").exists()
