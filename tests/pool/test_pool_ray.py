@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[None]:
-    ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=2, num_gpus=4, resources={"eval_gpu": 2}, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
     yield
     ray.shutdown()
 
@@ -99,3 +100,34 @@ def test_builds_run_as_cpu_tasks(pool_and_log: tuple[Any, Path], task: Task, tmp
     ws = create_workspace(task, tmp_path / "ws")
     result = pool.submit_build(ws.root).result(timeout=120)
     assert not result.ok and "no kernel sources" in result.diagnostics
+
+
+def test_inside_a_ray_actor_the_pool_takes_only_the_gpus_it_is_given(ray_session: None) -> None:
+    """Inside a training job's Ray worker (a verl agent-loop worker is an actor) the default, every GPU of the
+    cluster, would take the training GPUs: the pool refuses it, honours num_gpus and gpu_resources, and refuses to
+    join a second cluster."""
+
+    @ray.remote(num_cpus=0)
+    class Worker:
+        def make(self, **kwargs: Any) -> str | int:
+            from cuda_agent.pool.ray_pool import RayPool
+
+            try:
+                pool = RayPool(evaluator=StandInEvaluator(seconds=0.01), **kwargs)
+            except Exception as exc:  # the message is what the test checks
+                return f"{type(exc).__name__}: {exc}"
+            actors = pool.actors()
+            pool.close(wait=False)  # its actors may wait for GPUs the module's pool holds: end them here
+            for actor in actors:
+                ray.kill(actor)
+            return len(actors)
+
+    worker = Worker.remote()
+    refused = ray.get(worker.make.remote(), timeout=120)
+    assert refused.startswith("ConfigError: RayPool inside a Ray actor") and "num_gpus or gpu_resources" in refused
+    assert ray.get(worker.make.remote(num_gpus=1), timeout=120) == 1
+    assert ray.get(worker.make.remote(gpu_resources={"eval_gpu": 1}), timeout=120) == 2  # the eval nodes' share
+    other = ray.get(worker.make.remote(address="203.0.113.9:6379", num_gpus=1), timeout=120)
+    assert other.startswith("ConfigError: this process is already in the Ray cluster") and "kind http" in other
+    assert ray.get(worker.make.remote(address="auto", num_gpus=2), timeout=120) == 2
+    ray.kill(worker)

@@ -78,3 +78,88 @@ def test_rft_dry_run_filters_and_writes_chat_rows(tmp_path):
     rows = pq.read_table(tmp_path / "rft" / "rft_train.parquet").to_pylist()
     assert len(rows) == 1 and rows[0]["reward"] == 3 and rows[0]["messages"][2]["role"] == "assistant"
     assert "sft_trainer" in " ".join(result.command)
+    tools = rows[0]["tools"]
+    assert isinstance(tools, list) and isinstance(tools[0], dict), "verl hands tools to apply_chat_template: a list"
+    assert json.loads(rows[0]["tools_json"]) == header["tools"]
+
+
+def _generated(tmp_path, stage, *overrides):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir(exist_ok=True)
+    from rl_samples import RELU
+
+    (tasks / "relu.py").write_text(RELU)
+    extra = [f"tasks={tasks}"] if stage != "rft" else [f"trajectories={tmp_path / 'none'}"]
+    cfg = load_stage_config(config_path(stage), extra + [f"output_dir={tmp_path / stage}", *overrides])
+    result = run_stage(cfg, dry_run=True)
+    return yaml.safe_load(open(result.files["verl_config"]).read()), cfg
+
+
+def test_rft_token_budget_and_sequence_parallel_hold_a_131k_sample(tmp_path):
+    """verl asserts max_token_len_per_gpu * sp_size >= the longest sample; its default budget is 8,192."""
+    generated, cfg = _generated(tmp_path, "rft")
+    sp = generated["engine"]["ulysses_sequence_parallel_size"]
+    assert cfg.get("max_length") == 131_072 and sp == 4
+    assert generated["data"]["max_token_len_per_gpu"] * sp >= 131_072
+    assert generated["data"]["max_token_len_per_gpu"] == 32_768
+    assert generated["model"]["use_remove_padding"] is True  # verl's SP needs it
+
+
+def test_ppo_budgets_and_sequence_parallel_hold_prompt_plus_response(tmp_path):
+    generated, _ = _generated(tmp_path, "ppo")
+    context = 16_384 + 114_688
+    actor, critic = generated["actor_rollout_ref"]["actor"], generated["critic"]
+    ref, rollout = generated["actor_rollout_ref"]["ref"], generated["actor_rollout_ref"]["rollout"]
+    for section, key in ((actor, "ppo_max_token_len_per_gpu"), (critic, "ppo_max_token_len_per_gpu"),
+                         (critic, "forward_max_token_len_per_gpu"), (ref, "log_prob_max_token_len_per_gpu"),
+                         (rollout, "log_prob_max_token_len_per_gpu")):
+        sp = section.get("ulysses_sequence_parallel_size", actor["ulysses_sequence_parallel_size"])
+        assert section[key] * sp >= context, key
+    assert actor["ulysses_sequence_parallel_size"] == critic["ulysses_sequence_parallel_size"] == 4
+    with pytest.raises(ConfigError, match="sequence_parallel=3 must be >= 1 and divide cluster.gpus_per_node=8"):
+        _generated(tmp_path, "ppo", "sequence_parallel=3")
+
+
+def test_critic_stage_never_updates_the_actor(tmp_path):
+    """verl updates the actor at step s (counted from 1) when critic_warmup <= s."""
+    generated, cfg = _generated(tmp_path, "critic")
+    warmup = generated["trainer"]["critic_warmup"]
+    steps = generated["trainer"]["total_training_steps"]
+    assert steps == cfg.get("total_steps") == 50
+    assert [s for s in range(1, steps + 1) if warmup <= s] == []
+    assert generated["trainer"]["use_v1"] is True
+
+
+def test_paths_reach_verl_absolute(tmp_path, monkeypatch):
+    """verl's workers run on other nodes in other folders: every path it reads must be absolute."""
+    monkeypatch.chdir(tmp_path)
+    generated, _ = _generated(tmp_path, "ppo", "output_dir=runs/rl/ppo")
+    values = [generated["data"]["train_files"], generated["data"]["val_files"],
+              generated["actor_rollout_ref"]["model"]["path"], generated["critic"]["model"]["path"],
+              generated["trainer"]["default_local_dir"],
+              generated["actor_rollout_ref"]["rollout"]["agent"]["agent_loop_config_path"]]
+    assert all(v.startswith("/") for v in values), values
+    assert generated["actor_rollout_ref"]["model"]["path"] == str(tmp_path / "runs/rl/rft/actor")
+    warm, _ = _generated(tmp_path, "warmup")
+    assert warm["actor_rollout_ref"]["model"]["path"] == "Qwen/Qwen3-8B"  # a hub id stays a hub id
+    rft, _ = _generated(tmp_path, "rft", "output_dir=runs/rl/rft")
+    assert rft["model"]["path"] == str(tmp_path / "runs/rl/warmup/actor")
+    assert rft["data"]["train_files"].startswith("/") and rft["trainer"]["default_local_dir"].startswith("/")
+    assert rft["data"]["custom_cls"]["path"].startswith("/")
+
+
+def test_a_verl_stage_is_refused_outside_verls_environment(tmp_path):
+    """verl installed without its dependencies imports but cannot train: the launch is refused before it starts."""
+    from cuda_agent.rl import verl_env
+
+    if not verl_env.problems():
+        pytest.skip("this is verl's environment: the launch would run")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    from rl_samples import RELU
+
+    (tasks / "relu.py").write_text(RELU)
+    cfg = load_stage_config(config_path("warmup"), [f"tasks={tasks}", f"output_dir={tmp_path / 'out'}"])
+    with pytest.raises(ConfigError, match=r"not verl's training environment: .*bash scripts/setup.sh --rl"):
+        run_stage(cfg)
+    assert not (tmp_path / "out" / "checkpoints").exists()

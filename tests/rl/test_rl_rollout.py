@@ -85,14 +85,47 @@ def test_turn_limit_cuts_and_takes_the_env_reward(task, tokenizer, env_settings)
     episode, _ = play(task, tokenizer, env_settings, turns, RolloutLimits(max_turns=2, response_length=100_000))
     assert episode.assistant_turns == 2 and episode.end_reason == "turn_limit"
     assert episode.reward == -1.0  # nothing evaluated in the episode: the env's final reward
-    assert episode.response_mask[-1] == 0  # ends on the observation of the last turn
+    assert episode.response_mask[-1] == 1  # the last turn's observation is dropped: nothing follows it
+
+
+def test_reward_of_an_episode_cut_after_an_observation_reaches_the_model_tokens_as_on_the_trl_path(
+        task, tokenizer, env_settings):
+    """verl puts the reward on the last response token (rm_scores[-1]) and its GAE skips mask-0 tokens; the TRL path
+    puts it on the last model token. An episode cut by the turn limit right after a tool answer must give both the
+    same advantages."""
+    import torch
+
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    from cuda_agent.rl.critic import gae_targets, outcome_rewards
+
+    turns = [call_text("read", path="model.py")] * 5
+    episode, _ = play(task, tokenizer, env_settings, turns, RolloutLimits(max_turns=3, response_length=100_000))
+    assert episode.end_reason == "turn_limit" and episode.observation_turns == 2
+    mask = torch.tensor([episode.response_mask], dtype=torch.float32)
+    values = torch.linspace(-0.5, 0.5, mask.shape[1]).unsqueeze(0)
+    verl_rewards = torch.zeros_like(mask)
+    verl_rewards[0, -1] = 2.0  # what verl's agent loop does with reward_score
+    _, verl_returns = core_algos.compute_gae_advantage_return(verl_rewards, values, mask, torch.tensor(1.0),
+                                                              torch.tensor(0.95))  # verl whitens its advantages
+    _, our_returns = gae_targets(outcome_rewards(mask, [2.0]), values, mask, 1.0, 0.95)
+    model = mask.bool()
+    assert torch.allclose(verl_returns[model], our_returns[model], atol=1e-5)
+    assert verl_returns[0, -1] == pytest.approx(2.0, abs=1e-5)  # the reward is the last model token's return
+
+
+def test_length_cut_inside_an_observation_ends_on_a_model_token(task, tokenizer, env_settings):
+    first = tokenizer.encode(call_text("read", path="model.py"))
+    episode, _ = play(task, tokenizer, env_settings, [call_text("read", path="model.py")] * 3,
+                      RolloutLimits(max_turns=10, response_length=len(first) + 5))
+    assert episode.end_reason == "length"
+    assert episode.response_ids == first and episode.response_mask == [1] * len(first)
 
 
 def test_response_length_cap(task, tokenizer, env_settings):
     episode, _ = play(task, tokenizer, env_settings, [call_text("read", path="model.py")] * 3,
                       RolloutLimits(max_turns=10, response_length=120))
-    assert len(episode.response_ids) == len(episode.response_mask) == 120
-    assert episode.end_reason == "length"
+    assert len(episode.response_ids) == len(episode.response_mask) <= 120
+    assert episode.end_reason == "length" and episode.response_mask[-1] == 1
 
 
 def test_env_budget_truncation_ends_the_episode(task, tokenizer, env_settings):

@@ -106,12 +106,37 @@ def _remote_build(task: dict[str, Any], solution: dict[str, Any], cache_dir: str
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def check_same_cluster(address: str | None, connected: str) -> None:
+    """Refuse ``address`` when it names another cluster than ``connected`` (``ip:port`` of the GCS this process is
+    in). Raises `ConfigError`."""
+    if address in (None, "", "auto"):
+        return
+    wanted = address.removeprefix("ray://").removeprefix("http://").rstrip("/")
+    if wanted != connected:
+        raise ConfigError(f"this process is already in the Ray cluster at {connected} and cannot join {address}; "
+                          "reach a pool on another cluster through `cuda-agent serve` (backend kind http)")
+
+
+def _gpu_capacity(resources: Mapping[str, float], gpu_resources: Mapping[str, float] | None) -> int:
+    """How many one-GPU actors fit: the cluster's GPUs, bounded by each custom resource an actor also needs."""
+    count = int(resources.get("GPU", 0))
+    for name, amount in (gpu_resources or {}).items():
+        count = min(count, int(resources.get(name, 0) // amount)) if amount > 0 else count
+    return count
+
+
 class RayPool(QueuedPool):
     """GPU actors across a Ray cluster, fed from one queue; builds as CPU tasks.
 
     Args:
-        address: the cluster (None: join ``RAY_ADDRESS`` or start a local one); ignored if Ray is initialised.
-        num_gpus: how many GPU actors (default: every GPU the cluster has).
+        address: the cluster (None: join ``RAY_ADDRESS`` or start a local one). If this process is already in a
+            Ray cluster (inside a verl worker, say), ``address`` must be None, ``"auto"`` or that cluster's own
+            address: one process cannot join a second cluster (use `PoolClient` and ``cuda-agent serve``).
+        num_gpus: how many GPU actors (default: every GPU the cluster has, or every unit of ``gpu_resources``
+            when given). Inside a Ray actor (a verl worker) it must be given, or ``gpu_resources`` set: the
+            default would take the training GPUs.
+        gpu_resources: custom Ray resources each GPU actor also needs, e.g. ``{"eval_gpu": 1}`` with the
+            evaluation nodes started as ``ray start --resources='{"eval_gpu": 8}'``, so actors land there only.
         evaluator: what each job runs (default `RealEvaluator()`).
         store: a `Store` for the cache and records (on the driver).
         eval_timeout_s: outer limit per job (default: the job's, else its config's ``timeout_s`` + 60 s).
@@ -119,7 +144,8 @@ class RayPool(QueuedPool):
             resources a build task needs (e.g. ``{"cpu_node": 0.01}`` to pin builds to CPU nodes).
         init_kwargs: passed to ``ray.init`` when this pool starts Ray.
 
-    Raises `ConfigError` without Ray, `PoolError` when the cluster has no GPU.
+    Raises `ConfigError` without Ray, for a second cluster's address, or for no GPU count inside a Ray actor;
+    `PoolError` when the cluster has too few GPUs.
     """
 
     backend = "ray"
@@ -128,22 +154,30 @@ class RayPool(QueuedPool):
                  evaluator: Evaluator | None = None, store: Any | None = None, eval_timeout_s: float | None = None,
                  health_check_on_replace: bool | None = None, build_cache_dir: str | None = None,
                  build_arch: str | None = None, build_resources: Mapping[str, float] | None = None,
-                 init_kwargs: Mapping[str, Any] | None = None,
+                 init_kwargs: Mapping[str, Any] | None = None, gpu_resources: Mapping[str, float] | None = None,
                  on_complete: Callable[[JobTiming], None] | None = None) -> None:
         ray = import_ray()
         self._ray = ray
-        if not ray.is_initialized():
+        if ray.is_initialized():
+            context = ray.get_runtime_context()
+            check_same_cluster(address, context.gcs_address)
+            if context.get_actor_id() is not None and num_gpus is None and not gpu_resources:
+                raise ConfigError("RayPool inside a Ray actor (a training job's worker) needs num_gpus or "
+                                  "gpu_resources; the default, every GPU of the cluster, would take the training GPUs")
+        else:
             ray.init(address=address, **dict(init_kwargs or {}))
-        available = int(ray.cluster_resources().get("GPU", 0))
+        available = _gpu_capacity(ray.cluster_resources(), gpu_resources)
         count = num_gpus if num_gpus is not None else available
         if count <= 0 or count > available:
-            raise PoolError(f"the Ray cluster has {available} GPUs; asked for {count}. Add GPU nodes or lower num_gpus")
+            raise PoolError(f"the Ray cluster has {available} GPUs for evaluation; asked for {count}. Add GPU nodes "
+                            "or lower num_gpus")
         self.evaluator: Evaluator = evaluator or RealEvaluator()
         self.eval_timeout_s = eval_timeout_s
         health = isinstance(self.evaluator, RealEvaluator) if health_check_on_replace is None \
             else health_check_on_replace
         self._blob = base64.b64encode(pickle.dumps(self.evaluator)).decode()
-        self._actor_cls = ray.remote(num_gpus=1, num_cpus=0, max_concurrency=1)(GpuActorBody)
+        self._actor_cls = ray.remote(num_gpus=1, num_cpus=0, max_concurrency=1,
+                                     resources=dict(gpu_resources or {}))(GpuActorBody)
         self._health = health
         self._build_fn = ray.remote(num_cpus=1)(_remote_build)
         self._build_options = {"resources": dict(build_resources)} if build_resources else {}

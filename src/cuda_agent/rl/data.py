@@ -2,7 +2,11 @@
 
 A task row: ``prompt`` (chat messages), ``data_source``, ``agent_name`` (which verl agent loop runs it),
 ``reward_model`` (verl's field; unused by our reward), ``extra_info`` (``task_json``: the `Task`, ``index``).
-An SFT row: ``messages`` and ``tools`` (verl's MultiTurnSFTDataset and TRL's conversational format).
+An SFT row: ``messages`` and ``tools`` (verl's MultiTurnSFTDataset and TRL's conversational format). ``tools`` is a
+list of JSON-schema dicts, never a JSON string: verl hands it to ``apply_chat_template(tools=...)``, which iterates
+it. ``tools_json`` holds the same list as JSON text, because parquet widens the list's schemas to one union type
+(every tool gains the others' properties as nulls); verl's RFT run reads it through
+`cuda_agent.rl.verl_sft_data.ExactToolsSFTDataset`.
 """
 from __future__ import annotations
 
@@ -59,7 +63,8 @@ def sft_rows(trajectory_paths: Iterable[Path]) -> list[dict[str, Any]]:
     rows = []
     for path in trajectory_paths:
         trajectory = Trajectory.load(path)
+        tools = list(trajectory.header.get("tools", []))
         rows.append({"messages": [m.to_openai() for m in trajectory.messages()],
-                     "tools": json.dumps(trajectory.header.get("tools", [])),
+                     "tools": list(tools), "tools_json": json.dumps(tools),
                      "reward": trajectory.reward, "task_id": trajectory.header.get("task", {}).get("id")})
     return rows

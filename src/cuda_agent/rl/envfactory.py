@@ -2,10 +2,15 @@
 
 Settings (all optional):
 ``env``: `EnvConfig` fields (``max_turns``, ``verify``, ``sandbox``, ``workspace_root``, ...);
-``backend``: ``{"kind": "local"}`` (build and evaluate on this machine), ``{"kind": "ray", ...RayPool arguments}``
-(the GPU pool on the evaluation nodes: evaluation runs on other GPUs than training), or ``{"kind": "stand_in",
-"seed": 0}`` (the stand-in scorer of the tiny run: real builds skipped, a documented made-up reward; never for
-real training). Pools are made once per process and shared by its episodes.
+``backend``: ``{"kind": "local"}`` (build and evaluate on this machine), ``{"kind": "http", "url": ...,
+"token": ...}`` (a `cuda-agent serve` on the evaluation nodes, through `PoolClient`: what verl's rollout workers
+use, since they already sit in the training cluster's Ray and cannot join a second one), ``{"kind": "ray",
+...RayPool arguments}`` (a GPU pool in the Ray cluster this process is in, or starts: for a driver outside verl),
+or ``{"kind": "stand_in", "seed": 0}`` (the stand-in scorer of the tiny run: real builds skipped, a documented
+made-up reward; never for real training). ``timeout_s`` (any pool kind) bounds each wait for a result.
+
+Pools are made once per process (`shared_pool`) and shared by all its episodes and by the warm-up reward, so
+each verl worker process holds one pool, not one per trajectory.
 """
 from __future__ import annotations
 
@@ -42,22 +47,44 @@ def make_backend(spec: Mapping[str, Any] | None):
         from cuda_agent.agent import LocalBackend
 
         return LocalBackend(**spec)
-    if kind == "ray":
+    if kind in POOL_KINDS:
         from cuda_agent.agent import PoolBackend
 
         timeout = spec.pop("timeout_s", None)
-        key = repr(sorted(spec.items()))
-        with _pools_lock:
-            if key not in _pools:
-                from cuda_agent.pool import RayPool  # optional: needs ray and the pool package
-
-                _pools[key] = RayPool(**spec)
-        return PoolBackend(_pools[key], timeout_s=timeout)
+        return PoolBackend(shared_pool(kind, spec), timeout_s=timeout)
     if kind == "stand_in":
         from cuda_agent.rl.standin import StandInBackend
 
         return StandInBackend(**spec)
-    raise ConfigError(f"backend kind {kind!r} is not one of local, ray, stand_in")
+    raise ConfigError(f"backend kind {kind!r} is not one of local, http, ray, stand_in")
+
+
+POOL_KINDS = ("http", "ray")
+
+
+def shared_pool(kind: str, spec: Mapping[str, Any]) -> Any:
+    """This process's pool for ``kind`` (``http``: `PoolClient` arguments, ``url`` required; ``ray``: `RayPool`
+    arguments), made on first use. Raises `ConfigError` for an unknown kind or a missing ``url``."""
+    spec = {k: v for k, v in spec.items() if k != "timeout_s"}
+    key = kind + repr(sorted(spec.items(), key=lambda item: item[0]))
+    with _pools_lock:
+        if key not in _pools:
+            _pools[key] = _new_pool(kind, spec)
+        return _pools[key]
+
+
+def _new_pool(kind: str, spec: dict[str, Any]) -> Any:
+    if kind == "http":
+        if not spec.get("url"):
+            raise ConfigError("backend kind http needs url: the address of `cuda-agent serve` (http://host:port)")
+        from cuda_agent.pool import PoolClient
+
+        return PoolClient(**spec)
+    if kind == "ray":
+        from cuda_agent.pool import RayPool  # optional: needs ray and the pool package
+
+        return RayPool(**spec)
+    raise ConfigError(f"backend kind {kind!r} has no pool; pool kinds: {', '.join(POOL_KINDS)}")
 
 
 def make_env(settings: Mapping[str, Any] | None):

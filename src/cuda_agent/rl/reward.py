@@ -2,8 +2,10 @@
 it is evaluated on the GPU pool and scored -1 / 1 / 2 / 3 by the evaluator.
 
 `compute_score` has verl's custom reward function signature; the stage config passes ``backend`` through verl's
-``reward.custom_reward_function.reward_kwargs``: ``{"kind": "ray", ...RayPool arguments}`` sends the job to the
-evaluation GPUs, ``{"kind": "local"}`` evaluates on this machine, ``{"kind": "stand_in"}`` is the CPU stand-in.
+``reward.custom_reward_function.reward_kwargs``: ``{"kind": "http", "url": ...}`` sends the job to `cuda-agent
+serve` on the evaluation nodes, ``{"kind": "ray", ...RayPool arguments}`` to a Ray GPU pool, ``{"kind": "local"}``
+evaluates on this machine, ``{"kind": "stand_in"}`` is the CPU stand-in. Pools are the process's shared ones
+(`cuda_agent.rl.envfactory.shared_pool`).
 """
 from __future__ import annotations
 
@@ -11,16 +13,14 @@ import json
 import logging
 import re
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any, Mapping
 
+from cuda_agent.rl.envfactory import POOL_KINDS, shared_pool
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
 _CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
-_pools: dict[str, Any] = {}
-_lock = threading.Lock()
 NO_SOLUTION = -1.0
 
 
@@ -57,13 +57,16 @@ def score_solution(task: Task, code: str, backend: Mapping[str, Any] | None = No
             from cuda_agent.evaluator import evaluate
 
             result = evaluate(task, path, None)
-        elif kind == "ray":
+        elif kind in POOL_KINDS:
+            from cuda_agent.evaluator.result import EvalResult
             from cuda_agent.pool import EvalJob
 
             timeout = spec.pop("timeout_s", None)
-            result = _pool(spec).submit(EvalJob.create(task, path, kind="full")).result(timeout=timeout)
+            result = shared_pool(kind, spec).submit(EvalJob.create(task, path, kind="full")).result(timeout=timeout)
+            if not isinstance(result, EvalResult):
+                result = EvalResult.from_dict(result)
         else:
-            raise ValueError(f"reward backend kind {kind!r} is not one of local, ray, stand_in")
+            raise ValueError(f"reward backend kind {kind!r} is not one of local, http, ray, stand_in")
     return float(result.reward)
 
 
@@ -81,12 +84,3 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any = None,
         log.exception("warm-up reward: evaluating a solution for %s failed", task.id)
         return NO_SOLUTION
 
-
-def _pool(spec: Mapping[str, Any]) -> Any:
-    key = repr(sorted(spec.items()))
-    with _lock:
-        if key not in _pools:
-            from cuda_agent.pool import RayPool
-
-            _pools[key] = RayPool(**spec)
-        return _pools[key]

@@ -167,6 +167,7 @@ async def run_token_episode(
     calls_seen: list[tuple[str, str]] = []
     observations: list[str] = []
     base_params = dict(sampling_params or {})
+    counted_tail = False  # the response ends on an observation counted in observation_turns
 
     while True:
         room = limits.response_length - len(asm.ids)
@@ -186,6 +187,7 @@ async def run_token_episode(
             raise PolicyError(f"generation failed at turn {turns + 1} of task {task.id}: {exc}") from exc
         token_ids = list(output.token_ids)[:room]
         asm.add_model(token_ids, getattr(output, "log_probs", None))
+        counted_tail = counted_tail and not token_ids
         turns += 1
         ended_turn = bool(token_ids) and eos_id is not None and token_ids[-1] == eos_id
         text = tokenizer.decode(token_ids, skip_special_tokens=False)
@@ -212,16 +214,35 @@ async def run_token_episode(
             break
         asm.add_observation(obs_ids)
         observation_turns += 1
+        counted_tail = True
 
     if reward is None:
         reward = float(env.final_reward())
-    n = limits.response_length
+    ids, mask, logprobs = end_on_model_token(asm.ids[:limits.response_length], asm.mask[:limits.response_length],
+                                             asm.logprobs[:limits.response_length])
+    if counted_tail and len(ids) < min(len(asm.ids), limits.response_length):
+        observation_turns -= 1  # that observation is no longer in the response
     return TokenEpisode(
-        prompt_ids=asm.prompt_ids, response_ids=asm.ids[:n], response_mask=asm.mask[:n],
-        response_logprobs=asm.logprobs[:n] if asm.have_logprobs else None, reward=reward, assistant_turns=turns,
+        prompt_ids=asm.prompt_ids, response_ids=ids, response_mask=mask,
+        response_logprobs=logprobs if asm.have_logprobs else None, reward=reward, assistant_turns=turns,
         observation_turns=observation_turns, malformed_calls=malformed, end_reason=end_reason, messages=messages,
         calls=calls_seen, observations=observations,
     )
+
+
+def end_on_model_token(ids: Sequence[int], mask: Sequence[int],
+                       logprobs: Sequence[float]) -> tuple[list[int], list[int], list[float]]:
+    """Drop the observation tokens after the last model token.
+
+    verl puts an episode's reward on its last response token and its GAE skips tokens whose mask is 0, so a
+    response that ends on an observation (a turn or length limit reached after a tool answer) would lose its
+    reward. The model never acted on those trailing tokens, so nothing is learned from them either way; cutting
+    them puts the reward on the final model token, where the TRL path (`cuda_agent.rl.critic.outcome_rewards`)
+    puts it too."""
+    end = len(mask)
+    while end and not mask[end - 1]:
+        end -= 1
+    return list(ids[:end]), list(mask[:end]), list(logprobs[:end])
 
 
 def _observation_text(chat: ChatFormat, outputs: list[str], ended_turn: bool, tokenizer: TokenizerLike,

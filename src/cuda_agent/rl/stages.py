@@ -1,7 +1,9 @@
 """Run one stage of the recipe: ``warmup``, ``collect``, ``rft``, ``critic``, ``ppo``.
 
 With ``engine: verl`` a stage prepares its data, writes the verl config it generates (``<out>/verl_<stage>.yaml``)
-and launches verl (``dry_run`` stops after writing, for inspection). ``collect`` with verl's checkpoint runs the
+and launches verl (``dry_run`` stops after writing, for inspection); launching first checks that this Python is
+verl's environment (`cuda_agent.rl.verl_env`), and a stage that succeeds hands its last checkpoint on as Hugging
+Face folders (``<out>/actor``, ``<out>/critic``) through verl's model merger (`cuda_agent.rl.handoff`). ``collect`` with verl's checkpoint runs the
 agent against an OpenAI-compatible endpoint that serves it (vLLM or SGLang), many episodes at once, writing
 trajectories. With ``engine: trl`` the stage runs the small-scale path in this process (`cuda_agent.rl.small`).
 """
@@ -54,8 +56,19 @@ def run_stage(cfg: StageConfig, *, dry_run: bool = False, progress: Progress | N
     log.info("%s: verl config written to %s", cfg.stage, path)
     if dry_run:
         return StageResult(cfg.stage, "verl", out, metrics, {"verl_config": str(path)}, tuple(command))
+    from cuda_agent.rl import verl_env
+    from cuda_agent.rl.handoff import merge_commands
+
+    verl_env.require()
     rc = subprocess.call(command)
-    return StageResult(cfg.stage, "verl", out, metrics, {"verl_config": str(path)}, tuple(command), rc)
+    files = {"verl_config": str(path)}
+    for merge in merge_commands(cfg.stage, out) if rc == 0 else []:
+        log.info("%s: merging %s into %s", cfg.stage, merge[-3], merge[-1])
+        rc = subprocess.call(merge)
+        if rc != 0:
+            break
+        files[Path(merge[-1]).name] = merge[-1]
+    return StageResult(cfg.stage, "verl", out, metrics, files, tuple(command), rc)
 
 
 def _collect_with_endpoint(cfg: StageConfig, out: Path, dry_run: bool, progress: Progress | None) -> StageResult:

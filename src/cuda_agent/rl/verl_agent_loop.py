@@ -24,7 +24,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 from cuda_agent.rl.chat import ChatFormat
 from cuda_agent.rl.envfactory import make_env
-from cuda_agent.rl.rollout import RolloutLimits, TokenEpisode, run_token_episode
+from cuda_agent.rl.rollout import RolloutLimits, TokenEpisode, end_on_model_token, run_token_episode
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -46,13 +46,17 @@ def settings_from(config: Any) -> dict[str, Any]:
 
 
 def to_output(episode: TokenEpisode, response_length: int, metrics: dict[str, Any]) -> AgentLoopOutput:
-    """verl's output for one episode (response cut to ``response_length``)."""
+    """verl's output for one episode: the response cut to ``response_length`` and then to its last model token
+    (verl's reward goes on the last response token; see `end_on_model_token`)."""
     n = response_length
+    logprobs = episode.response_logprobs
+    ids, mask, cut_logprobs = end_on_model_token(episode.response_ids[:n], episode.response_mask[:n],
+                                                 (logprobs or [0.0] * len(episode.response_ids))[:n])
     return AgentLoopOutput(
         prompt_ids=episode.prompt_ids,
-        response_ids=episode.response_ids[:n],
-        response_mask=episode.response_mask[:n],
-        response_logprobs=episode.response_logprobs[:n] if episode.response_logprobs is not None else None,
+        response_ids=ids,
+        response_mask=mask,
+        response_logprobs=cut_logprobs if logprobs is not None else None,
         reward_score=float(episode.reward),
         num_turns=episode.num_turns,
         metrics=metrics,

@@ -3,13 +3,27 @@ receives) and the command that launches it.
 
 PPO-style stages (warm-up, critic pre-training, agentic PPO) compose verl's ``ppo_trainer`` config; RFT composes
 ``sft_trainer_engine``. Anything under ``verl:`` in the stage config is merged last, as raw verl keys.
+
+Choices written down here because verl's defaults decide them otherwise:
+
+- verl's v1 trainer (``trainer.use_v1: true``, verl 0.9's default; the v0 trainer is deprecated) with its
+  TransferQueue, which the RL environment installs (``transferqueue``, requirements/rl.lock).
+- Every path verl reads (model, data, agent-loop registry, checkpoint folder) is absolute: verl's workers run on
+  other nodes, in other working directories.
+- Sequence parallelism (Ulysses, ``sequence_parallel`` in the stage file) divides a sample over that many GPUs, so
+  the per-GPU token budget is ``ceil(context / sequence_parallel)``; verl asserts that budget times the SP size
+  holds the longest sample. SP needs remove-padding, which is switched on with it.
+- ``critic_warmup``: verl counts steps from 1 and updates the actor when ``critic_warmup <= step``; the critic
+  stage sets it to ``total_steps + 1`` so the actor never updates.
 """
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from cuda_agent.errors import ConfigError
 from cuda_agent.rl.config import StageConfig
 
 AGENT_LOOP_TARGET = "cuda_agent.rl.verl_agent_loop.CudaAgentLoop"
@@ -34,11 +48,39 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return base
 
 
+def hydra_settings(out_dir: Path) -> dict[str, Any]:
+    """verl's config tree on Hydra's search path, and Hydra's own run folder under the stage's output (Hydra's
+    default, ``outputs/<date>/<time>`` in the working directory, would litter wherever the command runs)."""
+    return {"searchpath": ["pkg://verl.trainer.config"],
+            "run": {"dir": str(out_dir / "hydra" / "${now:%Y-%m-%d_%H-%M-%S}")}}
+
+
 def agent_loop_registry(out_dir: Path) -> Path:
     """The YAML verl reads through ``rollout.agent.agent_loop_config_path``."""
     path = out_dir / "agent_loops.yaml"
     path.write_text(f"- name: cuda_agent\n  _target_: {AGENT_LOOP_TARGET}\n")
     return path
+
+
+def model_path(value: Any) -> str:
+    """A model folder as an absolute path; a Hugging Face id (no such folder here, ``org/name``) stays as it is.
+    A relative folder that does not exist yet (the previous stage's output) is made absolute too."""
+    text = str(value)
+    path = Path(text).expanduser()
+    if path.exists() or text.startswith((".", "~", "/")) or text.count("/") != 1:
+        return str(path.resolve())
+    return text
+
+
+def sequence_parallel(cfg: StageConfig, context: int) -> tuple[int, int]:
+    """``(sp_size, per-GPU token budget)`` for samples of ``context`` tokens. Raises `ConfigError` when the SP
+    size does not divide the GPUs of a node (verl shards SP groups within the data-parallel mesh)."""
+    sp = int(cfg.get("sequence_parallel", 1))
+    gpus = int(cfg.get("cluster.gpus_per_node", 8))
+    if sp < 1 or gpus % sp:
+        raise ConfigError(f"{cfg.source or cfg.stage}: sequence_parallel={sp} must be >= 1 and divide "
+                          f"cluster.gpus_per_node={gpus}")
+    return sp, math.ceil(context / sp)
 
 
 def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path | None = None) -> dict[str, Any]:
@@ -48,19 +90,19 @@ def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path
     prompt_len = int(cfg.require("max_prompt_tokens"))
     response_len = int(cfg.require("max_response_tokens"))
     steps = int(cfg.require("total_steps"))
-    tree: dict[str, Any] = {
-        "hydra": {"searchpath": ["pkg://verl.trainer.config"]},
-        "defaults": ["ppo_trainer", "_self_"],
-    }
+    sp, budget = sequence_parallel(cfg, prompt_len + response_len)
+    out_dir = out_dir.resolve()
+    tree: dict[str, Any] = {"hydra": hydra_settings(out_dir), "defaults": ["ppo_trainer", "_self_"]}
     values = {
-        "data.train_files": str(train_file),
-        "data.val_files": str(val_file or train_file),
+        "data.train_files": str(Path(train_file).resolve()),
+        "data.val_files": str(Path(val_file or train_file).resolve()),
         "data.train_batch_size": int(cfg.require("global_batch")),
         "data.max_prompt_length": prompt_len,
         "data.max_response_length": response_len,
         "data.return_raw_chat": True,
         "data.truncation": "left",
-        "actor_rollout_ref.model.path": str(cfg.require("actor_path")),
+        "actor_rollout_ref.model.path": model_path(cfg.require("actor_path")),
+        "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.actor.optim.lr": float(cfg.get("actor_lr", 3e-6)),
         "actor_rollout_ref.actor.ppo_mini_batch_size": int(cfg.get("mini_batch", cfg.require("global_batch"))),
         "actor_rollout_ref.actor.clip_ratio_low": float(cfg.get("clip_ratio_low", 0.2)),
@@ -69,7 +111,13 @@ def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path
         "actor_rollout_ref.actor.use_kl_loss": False,
         "actor_rollout_ref.actor.entropy_coeff": 0.0,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
-        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": prompt_len + response_len,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": budget,
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size": sp,
+        "actor_rollout_ref.ref.ulysses_sequence_parallel_size": sp,
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": budget,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": budget,
         "actor_rollout_ref.rollout.name": str(cfg.get("rollout.engine", "vllm")),
         "actor_rollout_ref.rollout.mode": "async",
         "actor_rollout_ref.rollout.n": int(cfg.get("rollout.n", 1)),
@@ -79,9 +127,14 @@ def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path
         "actor_rollout_ref.rollout.max_model_len": prompt_len + response_len,
         "actor_rollout_ref.rollout.calculate_log_probs": True,
         "critic.enable": True,
-        "critic.model.path": str(cfg.get("critic_path") or cfg.require("actor_path")),
+        "critic.model.path": model_path(cfg.get("critic_path") or cfg.require("actor_path")),
+        "critic.model.use_remove_padding": True,
         "critic.optim.lr": float(cfg.get("critic_lr", 6e-6)),
-        "critic.ppo_max_token_len_per_gpu": prompt_len + response_len,
+        "critic.ppo_mini_batch_size": int(cfg.get("mini_batch", cfg.require("global_batch"))),
+        "critic.use_dynamic_bsz": True,
+        "critic.ppo_max_token_len_per_gpu": budget,
+        "critic.forward_max_token_len_per_gpu": budget,
+        "critic.ulysses_sequence_parallel_size": sp,
         "algorithm.adv_estimator": "gae",
         "algorithm.gamma": float(cfg.get("gamma", 1.0)),
         "algorithm.lam": float(cfg.get("lam", 0.95)),
@@ -90,7 +143,9 @@ def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path
         "trainer.n_gpus_per_node": int(cfg.get("cluster.gpus_per_node", 8)),
         "trainer.total_training_steps": steps,
         "trainer.total_epochs": int(cfg.get("epochs", 1000)),
-        "trainer.critic_warmup": steps if stage == "critic" else int(cfg.get("critic_warmup", 0)),
+        # verl updates the actor at step s (counted from 1) when critic_warmup <= s: total_steps + 1 never does
+        "trainer.critic_warmup": steps + 1 if stage == "critic" else int(cfg.get("critic_warmup", 0)),
+        "trainer.use_v1": True,
         "trainer.project_name": "cuda_agent",
         "trainer.experiment_name": f"{stage}",
         "trainer.default_local_dir": str(out_dir / "checkpoints"),
@@ -131,23 +186,31 @@ def ppo_config(cfg: StageConfig, out_dir: Path, train_file: Path, val_file: Path
 
 def sft_config(cfg: StageConfig, out_dir: Path, train_file: Path) -> dict[str, Any]:
     """verl ``sft_trainer_engine`` settings for rejection fine-tuning (multi-turn chat, assistant tokens only)."""
-    tree: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]},
-                            "defaults": ["sft_trainer_engine", "_self_"]}
+    max_length = int(cfg.require("max_length"))
+    sp, budget = sequence_parallel(cfg, max_length)
+    tree: dict[str, Any] = {"hydra": hydra_settings(out_dir.resolve()), "defaults": ["sft_trainer_engine", "_self_"]}
     values = {
-        "data.train_files": str(train_file),
+        "data.train_files": str(Path(train_file).resolve()),
         "data.val_files": None,
         "data.train_batch_size": int(cfg.require("global_batch")),
-        "data.max_length": int(cfg.require("max_length")),
+        "data.max_length": max_length,
+        "data.max_token_len_per_gpu": budget,
+        "data.use_dynamic_bsz": True,
         "data.truncation": "left",
         "data.messages_key": "messages",
         "data.tools_key": "tools",
-        "model.path": str(cfg.require("actor_path")),
+        "data.custom_cls.path": str(Path(__file__).with_name("verl_sft_data.py").resolve()),
+        "data.custom_cls.name": "ExactToolsSFTDataset",
+        "model.path": model_path(cfg.require("actor_path")),
+        "model.use_remove_padding": True,
+        "engine.ulysses_sequence_parallel_size": sp,
         "optim.lr": float(cfg.get("actor_lr", 3e-6)),
         "trainer.total_epochs": int(cfg.get("epochs", 1)),
         "trainer.total_training_steps": cfg.get("total_steps"),
         "trainer.project_name": "cuda_agent",
         "trainer.experiment_name": "rft",
-        "trainer.default_local_dir": str(out_dir / "checkpoints"),
+        "trainer.default_local_dir": str(out_dir.resolve() / "checkpoints"),
+        "trainer.save_freq": int(cfg.get("save_every", -1)),
         "trainer.logger": list(cfg.get("loggers", ["console"])),
         "trainer.nnodes": int(cfg.get("cluster.train_nodes", 1)),
         "trainer.n_gpus_per_node": int(cfg.get("cluster.gpus_per_node", 8)),
@@ -169,13 +232,14 @@ def write_config(tree: Mapping[str, Any], out_dir: Path, name: str) -> Path:
 
 def launch_command(stage: str, config_path: Path, cfg: StageConfig) -> list[str]:
     """The command that runs verl on ``config_path``: Ray-driven ``main_ppo`` for PPO-style stages (it joins the
-    cluster named by ``RAY_ADDRESS``), ``torchrun`` over the SFT trainer for RFT."""
+    cluster named by ``RAY_ADDRESS``), ``torchrun`` (``python -m torch.distributed.run`` of this interpreter, so
+    verl's environment is the one launched) over the SFT trainer for RFT."""
     import sys
 
     if stage == "rft":
         nodes = int(cfg.get("cluster.train_nodes", 1))
         gpus = int(cfg.get("cluster.gpus_per_node", 8))
-        cmd = ["torchrun", f"--nnodes={nodes}", f"--nproc_per_node={gpus}"]
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc_per_node={gpus}"]
         if nodes > 1:
             cmd += [f"--rdzv_endpoint={cfg.require('cluster.master_addr')}:{cfg.get('cluster.master_port', 29500)}",
                     "--rdzv_backend=c10d"]
