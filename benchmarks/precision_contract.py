@@ -1,0 +1,132 @@
+"""The precision contract measured: every task and variant of tests/evaluator/precision_variants.py judged by
+`cuda_agent.evaluator.judge.precision.judge_precision`, one line each: the candidate's error against float64 in fp32
+units (own inputs, zero-mean inputs), its ratio to the fp32 reference's error, the strongest operand-rounding
+signature (correlation, slope), and the verdict. On a GPU (``--device cuda``) the lowered variants also run on real
+hardware: TF32 through cuBLAS/cuDNN, fp16 and bf16 matmuls.
+
+    PYTHONPATH=src python benchmarks/precision_contract.py [--device cpu|cuda] [--quick] [--json out.json]
+
+Exit status 1 when an honest variant is refused or a lowered one (fixed rounding) is accepted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluator"))
+
+from cuda_agent.evaluator.judge.precision import (CONTRACT, FP32_UNIT, PrecisionVerdict,  # noqa: E402
+                                                  judge_precision, plan_zero_mean)
+from precision_variants import (Task, Variant, conv_task, gemm_task, reduction_task, unary_task,  # noqa: E402
+                                variants_for)
+
+
+def tasks(device: str, quick: bool) -> list[Task]:
+    sizes = [(256, 1024, 256), (128, 4096, 128)] if quick else \
+        [(64, 64, 64), (256, 1024, 256), (128, 4096, 128), (32, 16384, 32)]
+    if device == "cuda" and not quick:
+        sizes += [(1024, 4096, 1024)]
+    out = [gemm_task(m, k, n, positive, device) for m, k, n in sizes for positive in (True, False)]
+    out += [conv_task(True, device), conv_task(False, device), reduction_task(device=device)]
+    out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log")]
+    return out
+
+
+def gpu_variants(task: Task) -> list[Variant]:
+    """Lowered computations as the hardware does them (cuBLAS TF32, fp16 and bf16 GEMMs, cuDNN TF32)."""
+    def tf32(fn: Any) -> Any:
+        def run(m: Any, x: list[torch.Tensor]) -> list[torch.Tensor]:
+            flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+            try:
+                return fn(m, x)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+        return run
+
+    if task.kind == "gemm":
+        return [Variant("GPU: cuBLAS TF32", False, tf32(lambda m, x: [x[0] @ x[1]])),
+                Variant("GPU: fp16 GEMM", False, lambda m, x: [(x[0].half() @ x[1].half()).float()]),
+                Variant("GPU: bf16 GEMM", False, lambda m, x: [(x[0].bfloat16() @ x[1].bfloat16()).float()])]
+    if task.kind == "conv":
+        return [Variant("GPU: cuDNN TF32", False, tf32(lambda m, x: [m(x[0])]))]
+    return []
+
+
+def judge(task: Task, variant: Variant, seed: int, device: str) -> dict[str, Any]:
+    gen = torch.Generator().manual_seed(seed)
+    model = task.make_model().to(device).eval()
+    own = task.make_inputs(gen)
+    plan = plan_zero_mean(model, own)
+    zero = plan.apply(task.make_inputs(gen))
+    with torch.no_grad():
+        own_out = variant.run(model, own)
+        zero_out = variant.run(model, zero) if zero is not None else None
+    dev = torch.device(device)
+    verdicts = {
+        "own": judge_precision(model, [(own, own_out)], None, dev),
+        "zero": judge_precision(model, [], [(zero, zero_out)], dev) if zero is not None else None,
+        "contract": judge_precision(model, [(own, own_out)], [(zero, zero_out)] if zero is not None else None, dev),
+    }
+    return {"task": task.name, "variant": variant.name, "honest": variant.honest, "exact": variant.exact_format,
+            "plan_note": plan.note, **{k: _summary(v) for k, v in verdicts.items()}}
+
+
+def _summary(v: PrecisionVerdict | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    worst = max(v.errors, key=lambda e: e.cand_error / max(e.bound, 1e-300), default=None)
+    sig = max((s for e in v.errors for s in e.signatures), key=lambda s: s.corr, default=None)
+    return {"ok": v.ok, "units": worst.units if worst else 0.0, "ref_units": worst.ref_error / FP32_UNIT if worst else 0,
+            "ratio": worst.ratio if worst else 0.0, "bound_units": worst.bound / FP32_UNIT if worst else 0.0,
+            "fired": sorted({e.fired.split(":")[0] for e in v.errors if e.fired}),
+            "sig": None if sig is None else [sig.format, round(sig.corr, 3), round(sig.slope, 3)]}
+
+
+def _cell(s: dict[str, Any] | None) -> str:
+    if s is None:
+        return f"{'-':>30}"
+    mark = "ok " if s["ok"] else "NO "
+    return f"{mark}{s['units']:9.1f}u /{s['ref_units']:7.1f}u x{s['ratio']:7.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--quick", action="store_true", help="fewer GEMM sizes")
+    parser.add_argument("--json", type=Path, help="write every row here")
+    args = parser.parse_args(argv)
+    rows, bad = [], []
+    print(f"contract: bound = max({CONTRACT.ratio:g} x e_ref, {CONTRACT.floor_units:g} u), u = 2^-24; signature: "
+          f"corr >= {CONTRACT.min_corr}, slope in {CONTRACT.slope}, >= {CONTRACT.min_elements} elements")
+    print(f"{'task':34} {'variant':30} {'own inputs: e_cand / e_ref':>30} {'zero-mean inputs':>30}  "
+          f"{'best signature (own)':34} verdict")
+    for task in tasks(args.device, args.quick):
+        gen = torch.Generator().manual_seed(7)
+        variants = variants_for(task, gen) + (gpu_variants(task) if args.device == "cuda" else [])
+        for variant in variants:
+            verdicts = [judge(task, variant, seed, args.device) for seed in (1, 2)]
+            row = verdicts[0]
+            flip = verdicts[0]["contract"]["ok"] != verdicts[1]["contract"]["ok"]
+            sig = row["own"]["sig"]
+            sig_s = f"{sig[0][:22]:22} {sig[1]:5.2f} {sig[2]:5.2f}" if sig else "-"
+            ok = row["contract"]["ok"]
+            verdict = ("accepted" if ok else "refused " + "+".join(row["contract"]["fired"])) + (" FLIP" if flip else "")
+            print(f"{task.name:34} {variant.name:30} {_cell(row['own'])} {_cell(row['zero'])}  {sig_s:34} {verdict}")
+            if flip or (variant.honest and not ok) or (not variant.honest and variant.exact_format and ok):
+                bad.append(f"{task.name} / {variant.name}: {verdict}")
+            rows.append({**row, "flip": flip})
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    print("\n".join(["", "unexpected verdicts:", *bad]) if bad else "\nevery honest variant accepted, every lowered "
+          "one (fixed rounding) refused, no verdict flipped")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
