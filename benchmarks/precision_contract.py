@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluato
 
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FP32_UNIT, PrecisionVerdict,  # noqa: E402
                                                   judge_precision, plan_zero_mean)
-from precision_variants import (Task, Variant, conv_task, gemm_task, reduction_task, unary_task,  # noqa: E402
-                                variants_for)
+from precision_variants import (Task, Variant, conv_task, gemm_task, linear_task, reduction_task,  # noqa: E402
+                                unary_task, variants_for)
 
 
 def tasks(device: str, quick: bool) -> list[Task]:
@@ -32,7 +32,8 @@ def tasks(device: str, quick: bool) -> list[Task]:
     if device == "cuda" and not quick:
         sizes += [(1024, 4096, 1024)]
     out = [gemm_task(m, k, n, positive, device) for m, k, n in sizes for positive in (True, False)]
-    out += [conv_task(True, device), conv_task(False, device), reduction_task(device=device)]
+    out += [conv_task(True, device), conv_task(False, device), linear_task(True, device), linear_task(False, device),
+            reduction_task(device=device)]
     out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log")]
     return out
 

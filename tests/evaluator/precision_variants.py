@@ -33,6 +33,16 @@ class Conv(nn.Module):
         return self.conv(x)
 
 
+class LinearScaleGelu(nn.Module):
+    def __init__(self, fin: int = 1024, fout: int = 256, scale: float = 0.37) -> None:
+        super().__init__()
+        self.linear = nn.Linear(fin, fout)
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.linear(x) * self.scale)
+
+
 class SumMean(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x.sum(dim=-1), x.mean(dim=-1)
@@ -76,6 +86,17 @@ def conv_task(positive: bool, device: str = "cpu", size: int = 48, batch: int = 
 
     return Task(f"conv2d 16->32 3x3 {batch}x{size}x{size} {data}", "conv", model,
                 lambda g: [_draw((batch, 16, size, size), positive, g, device)], positive)
+
+
+def linear_task(positive: bool, device: str = "cpu") -> Task:
+    data = "rand" if positive else "randn"
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return LinearScaleGelu().to(device)
+
+    return Task(f"linear*s+gelu 64x1024->256 {data}", "linear", model,
+                lambda g: [_draw((64, 1024), positive, g, device)], positive)
 
 
 def reduction_task(rows: int = 32, length: int = 65536, device: str = "cpu") -> Task:
@@ -207,6 +228,25 @@ def conv_variants() -> list[Variant]:
     return out + [Variant(name, False, lowered(f)) for name, f in LOWER.items()]
 
 
+def linear_variants() -> list[Variant]:
+    """Folding the scale into the weights and bias (in fp32, in __init__ as a kernel would) and a fused epilogue are
+    honest; lowered operands (x and the weight, as tensor cores take them; the bias added in fp32) are not."""
+    def folded(m: nn.Module, x: list[torch.Tensor]) -> list[torch.Tensor]:
+        w, b = m.linear.weight * m.scale, m.linear.bias * m.scale
+        return [F.gelu(torch.addmm(b, x[0], w.t()))]
+
+    def lowered(f: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[nn.Module, list[torch.Tensor]], list[Any]]:
+        return lambda m, x: [F.gelu((f(x[0]) @ f(m.linear.weight).t() + m.linear.bias) * m.scale)]
+
+    out = [
+        Variant("fp32 (torch)", True, lambda m, x: [m(x[0])]),
+        Variant("fp32, scale folded into W, b", True, folded),
+        Variant("fp32, split-K x8, epilogue", True,
+                lambda m, x: [F.gelu((_split_k(x[0], m.linear.weight.t().contiguous()) + m.linear.bias) * m.scale)]),
+    ]
+    return out + [Variant(name, False, lowered(f)) for name, f in LOWER.items()]
+
+
 def _sequential_sum(x: torch.Tensor) -> torch.Tensor:
     """One accumulator per row, summed element after element (torch.cumsum's last column)."""
     return x.cumsum(dim=-1)[..., -1]
@@ -244,6 +284,8 @@ def variants_for(task: Task, gen: torch.Generator | None = None) -> list[Variant
         return gemm_variants(gen)
     if task.kind == "conv":
         return conv_variants()
+    if task.kind == "linear":
+        return linear_variants()
     if task.kind == "reduction":
         return reduction_variants()
     return unary_variants(task.kind)

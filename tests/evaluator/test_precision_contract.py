@@ -11,7 +11,7 @@ import torch
 
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
                                                   plan_zero_mean, round_mantissa)
-from precision_variants import (LOWER, Task, Variant, conv_task, gemm_task, reduction_task, unary_task,
+from precision_variants import (LOWER, Task, Variant, conv_task, gemm_task, linear_task, reduction_task, unary_task,
                                 variants_for)
 
 CPU = torch.device("cpu")
@@ -39,7 +39,7 @@ def _cases(tasks: list[Task]) -> list:
 
 
 GEMM_TASKS = [gemm_task(m, k, n, positive) for m, k, n in GEMMS for positive in (True, False)]
-CONV_TASKS = [conv_task(True), conv_task(False)]
+CONV_TASKS = [conv_task(True), conv_task(False), linear_task(True), linear_task(False)]
 
 
 @pytest.mark.parametrize(("task", "variant"), _cases(GEMM_TASKS + CONV_TASKS))

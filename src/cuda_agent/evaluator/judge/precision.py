@@ -265,7 +265,9 @@ def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean:
     made). ``kept``: calls on the task's own inputs, ``zero_mean``: calls on `ZeroMeanPlan.apply`'d inputs; each a
     pair (inputs as the candidate got them, the candidate's tensor outputs in the order of the reference's tensor
     leaves), on ``device`` or on the host. The caller decides that the task is fp32 and fires `RULE` with each of
-    ``violations``. Raises nothing: a reference with no float64 kernel gives ``checked=False`` and a note."""
+    ``violations``. Cost: a float32 and a float64 forward per call, and two more float64 forwards (on rounded copies
+    of the inputs and the model) for the signature. Raises nothing: a reference with no float64 kernel gives
+    ``checked=False`` and a note."""
     calls = [(f"own call {i}", c, "own") for i, c in enumerate(kept)] + \
             [(f"zero-mean call {i}", c, "zero") for i, c in enumerate(zero_mean or ())]
     if not calls:
@@ -313,6 +315,9 @@ def _judge_call(ref_model: torch.nn.Module, ref64: torch.nn.Module, label: str, 
             continue
         if not bool(torch.isfinite(r64).all()):
             notes.append(f"output {k}: not judged for precision where its float64 reference is not finite")
+            continue
+        if not bool(r64.any()):
+            notes.append(f"output {k}: not judged for precision where its float64 reference is all zeros")
             continue
         e_ref, e_cand = rel_error(r32, r64), rel_error(cand.to(device), r64)
         if not math.isfinite(e_ref):
