@@ -6,12 +6,17 @@ hardware: TF32 through cuBLAS/cuDNN, fp16 and bf16 matmuls.
 
     PYTHONPATH=src python benchmarks/precision_contract.py [--device cpu|cuda] [--quick] [--json out.json]
 
-Exit status 1 when an honest variant is refused or a lowered one (fixed rounding) is accepted.
+Writes benchmarks/results/precision_contract_<device>.json: the contract's constants, counts (honest refused,
+lowered accepted, verdict flips) and the margins that justify the constants (largest honest error in fp32 units
+and ratio to the reference's, smallest lowered error on zero-mean inputs, largest honest signature correlation,
+smallest lowered one where the signature decided); every row under ``details``. Exit status 1 when an honest variant
+is refused, a lowered one (fixed rounding) is accepted, or a verdict flips.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluator"))
 
+from cuda_agent.benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FP32_UNIT, PrecisionVerdict,  # noqa: E402
                                                   judge_precision, plan_zero_mean)
 from precision_variants import (Task, Variant, conv_task, gemm_task, linear_task, reduction_task,  # noqa: E402
@@ -86,7 +92,9 @@ def _summary(v: PrecisionVerdict | None) -> dict[str, Any] | None:
     return {"ok": v.ok, "units": worst.units if worst else 0.0, "ref_units": worst.ref_error / FP32_UNIT if worst else 0,
             "ratio": worst.ratio if worst else 0.0, "bound_units": worst.bound / FP32_UNIT if worst else 0.0,
             "fired": sorted({e.fired.split(":")[0] for e in v.errors if e.fired}),
-            "sig": None if sig is None else [sig.format, round(sig.corr, 3), round(sig.slope, 3)]}
+            "sig": None if sig is None else [sig.format, round(sig.corr, 3), round(sig.slope, 3)],
+            "max_units": max((e.units for e in v.errors), default=0.0),
+            "max_ratio": max((e.ratio for e in v.errors if math.isfinite(e.ratio)), default=0.0)}
 
 
 def _cell(s: dict[str, Any] | None) -> str:
@@ -94,6 +102,24 @@ def _cell(s: dict[str, Any] | None) -> str:
         return f"{'-':>30}"
     mark = "ok " if s["ok"] else "NO "
     return f"{mark}{s['units']:9.1f}u /{s['ref_units']:7.1f}u x{s['ratio']:7.1f}"
+
+
+def _metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    honest = [r for r in rows if r["honest"]]
+    lowered = [r for r in rows if not r["honest"] and r["exact"]]
+    judged = [r[k] for r in honest for k in ("own", "zero") if r[k] is not None]
+    signed_lowered = [r["own"]["sig"][1] for r in lowered if r["own"]["sig"] and "signature" in r["own"]["fired"]]
+    return {
+        "magnitude_ratio": CONTRACT.ratio, "floor_units": CONTRACT.floor_units, "signature_min_corr": CONTRACT.min_corr,
+        "honest_total": len(honest), "honest_refused": sum(not r["contract"]["ok"] for r in honest),
+        "lowered_total": len(lowered), "lowered_accepted": sum(r["contract"]["ok"] for r in lowered),
+        "verdict_flips": sum(r["flip"] for r in rows),
+        "honest_max_units": max((s["max_units"] for s in judged), default=0.0),
+        "honest_max_ratio": max((s["max_ratio"] for s in judged), default=0.0),
+        "honest_max_corr": max((r["own"]["sig"][1] for r in honest if r["own"]["sig"]), default=0.0),
+        "lowered_min_zero_mean_units": min((r["zero"]["units"] for r in lowered if r["zero"]), default=0.0),
+        "lowered_min_signature_corr": min(signed_lowered, default=0.0),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({**row, "flip": flip})
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    path = write_result(f"precision_contract_{args.device}", _metrics(rows), extra={"rows": rows})
+    print(f"wrote {path}")
     print("\n".join(["", "unexpected verdicts:", *bad]) if bad else "\nevery honest variant accepted, every lowered "
           "one (fixed rounding) refused, no verdict flipped")
     return 1 if bad else 0

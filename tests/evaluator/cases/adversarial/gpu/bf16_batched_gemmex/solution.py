@@ -9,21 +9,16 @@ _src = r"""
 #include <cuda_bf16.h>
 #include <cublas_v2.h>
 
-__global__ void round_bf16(const float4* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t n4) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-    const float4 v = x[i];
-    y[2 * i] = __floats2bfloat162_rn(v.x, v.y);
-    y[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
-  }
+__global__ void round_bf16(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
 }
 
 static torch::Tensor as_bf16(const torch::Tensor& x, cudaStream_t stream) {
-  TORCH_CHECK(x.numel() % 4 == 0, "sizes must be multiples of 4");
   auto y = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));
-  const int64_t n4 = x.numel() / 4;
-  const unsigned blocks = (unsigned)std::min<int64_t>((n4 + 255) / 256, 8192);
-  round_bf16<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(x.data_ptr<float>()),
-                                         reinterpret_cast<__nv_bfloat162*>(y.data_ptr()), n4);
+  const int64_t n = x.numel();
+  const unsigned blocks = (unsigned)std::min<int64_t>((n + 255) / 256, 8192);
+  round_bf16<<<blocks, 256, 0, stream>>>(x.data_ptr<float>(), reinterpret_cast<__nv_bfloat16*>(y.data_ptr()), n);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }
