@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluato
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FP32_UNIT, PrecisionVerdict,  # noqa: E402
                                                   judge_precision, plan_zero_mean)
-from precision_variants import (Task, Variant, conv_task, gemm_task, linear_task, reduction_task,  # noqa: E402
-                                unary_task, variants_for)
+from precision_variants import (Task, Variant, conv_task, gemm_task, hardware_variants, linear_task,  # noqa: E402
+                                reduction_task, unary_task, variants_for)
 
 
 def tasks(device: str, quick: bool) -> list[Task]:
@@ -42,27 +42,6 @@ def tasks(device: str, quick: bool) -> list[Task]:
             reduction_task(device=device)]
     out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log")]
     return out
-
-
-def gpu_variants(task: Task) -> list[Variant]:
-    """Lowered computations as the hardware does them (cuBLAS TF32, fp16 and bf16 GEMMs, cuDNN TF32)."""
-    def tf32(fn: Any) -> Any:
-        def run(m: Any, x: list[torch.Tensor]) -> list[torch.Tensor]:
-            flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            try:
-                return fn(m, x)
-            finally:
-                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
-        return run
-
-    if task.kind == "gemm":
-        return [Variant("GPU: cuBLAS TF32", False, tf32(lambda m, x: [x[0] @ x[1]])),
-                Variant("GPU: fp16 GEMM", False, lambda m, x: [(x[0].half() @ x[1].half()).float()]),
-                Variant("GPU: bf16 GEMM", False, lambda m, x: [(x[0].bfloat16() @ x[1].bfloat16()).float()])]
-    if task.kind == "conv":
-        return [Variant("GPU: cuDNN TF32", False, tf32(lambda m, x: [m(x[0])]))]
-    return []
 
 
 def judge(task: Task, variant: Variant, seed: int, device: str) -> dict[str, Any]:
@@ -135,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'best signature (own)':34} verdict")
     for task in tasks(args.device, args.quick):
         gen = torch.Generator().manual_seed(7)
-        variants = variants_for(task, gen) + (gpu_variants(task) if args.device == "cuda" else [])
+        variants = variants_for(task, gen) + (hardware_variants(task) if args.device == "cuda" else [])
         for variant in variants:
             verdicts = [judge(task, variant, seed, args.device) for seed in (1, 2)]
             row = verdicts[0]

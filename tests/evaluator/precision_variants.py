@@ -279,6 +279,31 @@ def unary_variants(op: str) -> list[Variant]:
     ]
 
 
+def _with_tf32(fn: Callable[[nn.Module, list[torch.Tensor]], list[Any]]) -> Callable[..., list[Any]]:
+    def run(m: nn.Module, x: list[torch.Tensor]) -> list[Any]:
+        flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            return fn(m, x)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+    return run
+
+
+def hardware_variants(task: Task) -> list[Variant]:
+    """Lowered computations as a GPU does them: cuBLAS TF32, fp16 and bf16 GEMMs (fp16/bf16 outputs), fp16 operands
+    in an fp32 GEMM, cuDNN TF32."""
+    if task.kind == "gemm":
+        return [Variant("GPU: cuBLAS TF32", False, _with_tf32(lambda m, x: [x[0] @ x[1]])),
+                Variant("GPU: fp16 GEMM", False, lambda m, x: [(x[0].half() @ x[1].half()).float()]),
+                Variant("GPU: fp16 operands, fp32 GEMM", False,
+                        lambda m, x: [x[0].half().float() @ x[1].half().float()]),
+                Variant("GPU: bf16 GEMM", False, lambda m, x: [(x[0].bfloat16() @ x[1].bfloat16()).float()])]
+    if task.kind in ("conv", "linear"):
+        return [Variant("GPU: cuDNN/cuBLAS TF32", False, _with_tf32(lambda m, x: [m(x[0])]))]
+    return []
+
+
 def variants_for(task: Task, gen: torch.Generator | None = None) -> list[Variant]:
     if task.kind == "gemm":
         return gemm_variants(gen)

@@ -11,8 +11,8 @@ import torch
 
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
                                                   plan_zero_mean, round_mantissa)
-from precision_variants import (LOWER, Task, Variant, conv_task, gemm_task, linear_task, reduction_task, unary_task,
-                                variants_for)
+from precision_variants import (LOWER, Task, Variant, conv_task, gemm_task, hardware_variants, linear_task,
+                                reduction_task, unary_task, variants_for)
 
 CPU = torch.device("cpu")
 NO_SIGNATURE = PrecisionContract(signature=False)
@@ -205,32 +205,14 @@ def test_fp32_unit() -> None:
 
 
 # -- the GPU: lowered precision as the hardware computes it ----------------------------------------------------------
-def _gpu_lowered(kind: str) -> list[Variant]:
-    def tf32(fn):  # noqa: ANN001, ANN202
-        def run(m, x):  # noqa: ANN001, ANN202
-            flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            try:
-                return fn(m, x)
-            finally:
-                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
-        return run
-
-    if kind == "conv":
-        return [Variant("cuDNN TF32", False, tf32(lambda m, x: [m(x[0])]))]
-    return [Variant("cuBLAS TF32", False, tf32(lambda m, x: [x[0] @ x[1]])),
-            Variant("fp16 GEMM", False, lambda m, x: [(x[0].half() @ x[1].half()).float()]),
-            Variant("fp16 operands, fp32 GEMM", False, lambda m, x: [x[0].half().float() @ x[1].half().float()]),
-            Variant("bf16 GEMM", False, lambda m, x: [(x[0].bfloat16() @ x[1].bfloat16()).float()])]
-
-
 GPU_TASKS = [gemm_task(1024, 4096, 1024, True, "cuda"), gemm_task(1024, 4096, 1024, False, "cuda"),
-             gemm_task(256, 16384, 256, True, "cuda"), conv_task(True, "cuda", 128, 8), conv_task(False, "cuda", 128, 8)]
+             gemm_task(256, 16384, 256, True, "cuda"), conv_task(True, "cuda", 128, 8),
+             conv_task(False, "cuda", 128, 8), linear_task(True, "cuda")]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("task", "variant"), [pytest.param(t, v, id=f"{t.name}|{v.name}") for t in GPU_TASKS
-                                               for v in [*variants_for(t)[:4], *_gpu_lowered(t.kind)]])
+                                               for v in [*variants_for(t)[:4], *hardware_variants(t)]])
 def test_gpu_lowered_precision_refused_honest_accepted(task: Task, variant: Variant) -> None:
     device = torch.device("cuda")
     for seed in (31, 32):
