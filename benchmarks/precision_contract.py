@@ -26,10 +26,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluator"))
 
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
-from cuda_agent.evaluator.judge.precision import (CONTRACT, FP32_UNIT, PrecisionVerdict,  # noqa: E402
-                                                  judge_precision, plan_zero_mean)
-from precision_variants import (Task, Variant, conv_task, gemm_task, hardware_variants, linear_task,  # noqa: E402
-                                reduction_task, unary_task, variants_for)
+from cuda_agent.evaluator.judge.precision import CONTRACT, FP32_UNIT, PrecisionVerdict, judge_precision  # noqa: E402
+from precision_variants import (Task, Variant, conv_task, draw, gemm_task, hardware_variants,  # noqa: E402
+                                linear_task, reduction_task, unary_task, variants_for)
 
 
 def tasks(device: str, quick: bool) -> list[Task]:
@@ -45,22 +44,15 @@ def tasks(device: str, quick: bool) -> list[Task]:
 
 
 def judge(task: Task, variant: Variant, seed: int, device: str) -> dict[str, Any]:
-    gen = torch.Generator().manual_seed(seed)
-    model = task.make_model().to(device).eval()
-    own = task.make_inputs(gen)
-    plan = plan_zero_mean(model, own)
-    zero = plan.apply(task.make_inputs(gen))
-    with torch.no_grad():
-        own_out = variant.run(model, own)
-        zero_out = variant.run(model, zero) if zero is not None else None
-    dev = torch.device(device)
+    d, dev = draw(task, variant, seed, device), torch.device(device)
+    zero = [d.zero] if d.zero is not None else None
     verdicts = {
-        "own": judge_precision(model, [(own, own_out)], None, dev),
-        "zero": judge_precision(model, [], [(zero, zero_out)], dev) if zero is not None else None,
-        "contract": judge_precision(model, [(own, own_out)], [(zero, zero_out)] if zero is not None else None, dev),
+        "own": judge_precision(d.model, [d.own], None, dev),
+        "zero": judge_precision(d.model, [], zero, dev) if zero else None,
+        "contract": judge_precision(d.model, [d.own], zero, dev),
     }
     return {"task": task.name, "variant": variant.name, "honest": variant.honest, "exact": variant.exact_format,
-            "plan_note": plan.note, **{k: _summary(v) for k, v in verdicts.items()}}
+            "plan_note": d.plan.note, **{k: _summary(v) for k, v in verdicts.items()}}
 
 
 def _summary(v: PrecisionVerdict | None) -> dict[str, Any] | None:

@@ -17,6 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from cuda_agent.evaluator.judge.precision import Call, ZeroMeanPlan, plan_zero_mean
+
 
 # -- tasks ------------------------------------------------------------------------------------------------------------
 class Gemm(nn.Module):
@@ -314,3 +316,26 @@ def variants_for(task: Task, gen: torch.Generator | None = None) -> list[Variant
     if task.kind == "reduction":
         return reduction_variants()
     return unary_variants(task.kind)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One draw of a task under a variant: its reference, the zero-mean plan, and the calls the judge would keep."""
+
+    model: nn.Module
+    plan: ZeroMeanPlan
+    own: Call
+    zero: Call | None
+
+
+def draw(task: Task, variant: Variant, seed: int, device: str | torch.device = "cpu") -> Drawn:
+    """The task's own inputs and zero-mean inputs (fresh draws under ``seed``) and the variant's outputs on both."""
+    gen = torch.Generator().manual_seed(seed)
+    model = task.make_model().to(device).eval()
+    own = task.make_inputs(gen)
+    plan = plan_zero_mean(model, own)
+    zero = plan.apply(task.make_inputs(gen))
+    with torch.no_grad():
+        own_call = (own, variant.run(model, own))
+        zero_call = (zero, variant.run(model, zero)) if zero is not None else None
+    return Drawn(model, plan, own_call, zero_call)

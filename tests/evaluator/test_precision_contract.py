@@ -11,7 +11,7 @@ import torch
 
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
                                                   plan_zero_mean, round_mantissa)
-from precision_variants import (LOWER, Task, Variant, conv_task, gemm_task, hardware_variants, linear_task,
+from precision_variants import (LOWER, Task, Variant, conv_task, draw, gemm_task, hardware_variants, linear_task,
                                 reduction_task, unary_task, variants_for)
 
 CPU = torch.device("cpu")
@@ -21,16 +21,9 @@ GEMMS = [(64, 64, 64), (128, 1024, 128), (64, 4096, 64), (32, 16384, 32)]
 
 def _run(task: Task, variant: Variant, seed: int, device: torch.device = CPU) -> tuple:
     """The variant's verdicts on the task's own inputs and on zero-mean inputs (fresh draws under ``seed``)."""
-    gen = torch.Generator().manual_seed(seed)
-    model = task.make_model().to(device).eval()
-    own = task.make_inputs(gen)
-    plan = plan_zero_mean(model, own)
-    zero = plan.apply(task.make_inputs(gen))
-    with torch.no_grad():
-        own_out = variant.run(model, own)
-        zero_out = variant.run(model, zero) if zero is not None else None
-    on_own = judge_precision(model, [(own, own_out)], None, device)
-    on_zero = judge_precision(model, [], [(zero, zero_out)], device, contract=NO_SIGNATURE) if zero else None
+    d = draw(task, variant, seed, device)
+    on_own = judge_precision(d.model, [d.own], None, device)
+    on_zero = judge_precision(d.model, [], [d.zero], device, contract=NO_SIGNATURE) if d.zero is not None else None
     return on_own, on_zero
 
 
