@@ -81,6 +81,29 @@ def test_positive_data_needs_the_signature_for_tf32_and_fp16() -> None:
     assert full.violations and "rounding error of tf32/fp16" in full.violations[0]
 
 
+def test_sign_detecting_tf32_is_refused_by_the_signature() -> None:
+    """A candidate that computes exactly whenever an input is negative (the zero-mean calls) and rounds its operands
+    to TF32 otherwise; and one that rounds only one operand (half the error): both refused on the task's own
+    inputs."""
+    task = gemm_task(64, 4096, 64, True)
+    tf32 = LOWER["tf32 nearest"]
+
+    def detecting(m: torch.nn.Module, x: list[torch.Tensor]) -> list[torch.Tensor]:
+        signed = any(bool((t < 0).any()) for t in x)
+        return [x[0] @ x[1]] if signed else [tf32(x[0]) @ tf32(x[1])]
+
+    half = Variant("tf32 on A only", False, lambda m, x: [tf32(x[0]) @ x[1]])
+    for variant in (Variant("sign-detecting tf32", False, detecting), half):
+        for seed in (41, 42):
+            d = draw(task, variant, seed)
+            verdict = judge_precision(d.model, [d.own], [d.zero] if d.zero is not None else None, CPU)
+            assert not verdict.ok
+            own = next(e for e in verdict.errors if e.call == "own call 0")
+            assert own.fired.startswith("signature"), own
+            zero = next(e for e in verdict.errors if e.call == "zero-mean call 0")
+            assert variant is half or not zero.fired
+
+
 def test_contract_bound_is_relative_to_the_fp32_unit_and_the_reference() -> None:
     assert CONTRACT.floor == pytest.approx(512 * 2.0 ** -24)
     assert CONTRACT.bound(0.0) == CONTRACT.floor
