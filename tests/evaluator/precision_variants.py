@@ -250,8 +250,12 @@ def linear_variants() -> list[Variant]:
 
 
 def _sequential_sum(x: torch.Tensor) -> torch.Tensor:
-    """One accumulator per row, summed element after element (torch.cumsum's last column)."""
-    return x.cumsum(dim=-1)[..., -1]
+    """One fp32 accumulator per row, summed element after element (recursive summation: the largest error of any
+    honest order, about u * sqrt(n) / 3 relative on positive data)."""
+    acc = torch.zeros(x.shape[0], dtype=torch.float32, device=x.device)
+    for j in range(x.shape[-1]):
+        acc = acc + x[:, j]
+    return acc
 
 
 def reduction_variants() -> list[Variant]:
