@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluato
 from cuda_agent.benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator.judge.precision import CONTRACT, FP32_UNIT, PrecisionVerdict, judge_precision  # noqa: E402
 from precision_variants import (Task, Variant, conv_task, draw, gemm_task, hardware_variants,  # noqa: E402
-                                linear_task, reduction_task, unary_task, variants_for)
+                                linear_task, reduction_task, shortcut_task, unary_task,
+                                variants_for)
 
 
 def tasks(device: str, quick: bool) -> list[Task]:
@@ -38,7 +39,7 @@ def tasks(device: str, quick: bool) -> list[Task]:
         sizes += [(1024, 4096, 1024)]
     out = [gemm_task(m, k, n, positive, device) for m, k, n in sizes for positive in (True, False)]
     out += [conv_task(True, device), conv_task(False, device), linear_task(True, device), linear_task(False, device),
-            reduction_task(device=device)]
+            shortcut_task(device), reduction_task(device=device)]
     out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log")]
     return out
 

@@ -45,6 +45,17 @@ class LinearScaleGelu(nn.Module):
         return F.gelu(self.linear(x) * self.scale)
 
 
+class LinearRowSum(nn.Module):
+    """KernelBench L2/18's shape: a linear layer whose outputs are summed (the rest of that task is the identity)."""
+
+    def __init__(self, fin: int = 2048, fout: int = 2048) -> None:
+        super().__init__()
+        self.linear = nn.Linear(fin, fout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x).sum(dim=1, keepdim=True)
+
+
 class SumMean(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x.sum(dim=-1), x.mean(dim=-1)
@@ -99,6 +110,15 @@ def linear_task(positive: bool, device: str = "cpu") -> Task:
 
     return Task(f"linear*s+gelu 64x1024->256 {data}", "linear", model,
                 lambda g: [_draw((64, 1024), positive, g, device)], positive)
+
+
+def shortcut_task(device: str = "cpu") -> Task:
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return LinearRowSum().to(device)
+
+    return Task("linear then row sum 64x2048->2048 rand", "shortcut", model,
+                lambda g: [_draw((64, 2048), True, g, device)], True)
 
 
 def reduction_task(rows: int = 32, length: int = 65536, device: str = "cpu") -> Task:
@@ -249,6 +269,23 @@ def linear_variants() -> list[Variant]:
     return out + [Variant(name, False, lowered(f)) for name, f in LOWER.items()]
 
 
+def shortcut_variants() -> list[Variant]:
+    """The algebraic shortcut x @ colsum(W) + sum(b) (exact in real arithmetic), with the column sums from torch or
+    from one fp32 accumulator per column: 4 times the reference's error here, 14 times (84 units) at KernelBench's
+    8192 features, within the floor."""
+    def shortcut(colsum: Callable[[torch.Tensor], torch.Tensor],
+                 f: Callable[[torch.Tensor], torch.Tensor] = lambda t: t) -> Callable[..., list[Any]]:
+        return lambda m, x: [(f(x[0]) @ f(colsum(m.linear.weight)) + m.linear.bias.sum()).unsqueeze(1)]
+
+    return [
+        Variant("fp32 (torch)", True, lambda m, x: [m(x[0])]),
+        Variant("shortcut, torch column sums", True, shortcut(lambda w: w.sum(0))),
+        Variant("shortcut, sequential column sums", True, shortcut(lambda w: _sequential_sum(w.t()))),
+        Variant("shortcut, bf16 operands", False, shortcut(lambda w: w.sum(0), LOWER["bf16 operands"])),
+        Variant("shortcut, tf32 operands", False, shortcut(lambda w: w.sum(0), LOWER["tf32 nearest"])),
+    ]
+
+
 def _sequential_sum(x: torch.Tensor) -> torch.Tensor:
     """One fp32 accumulator per row, summed element after element (recursive summation: the largest error of any
     honest order, about u * sqrt(n) / 3 relative on positive data)."""
@@ -317,6 +354,8 @@ def variants_for(task: Task, gen: torch.Generator | None = None) -> list[Variant
         return conv_variants()
     if task.kind == "linear":
         return linear_variants()
+    if task.kind == "shortcut":
+        return shortcut_variants()
     if task.kind == "reduction":
         return reduction_variants()
     return unary_variants(task.kind)

@@ -12,7 +12,7 @@ import torch
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
                                                   plan_zero_mean, round_mantissa)
 from precision_variants import (LOWER, Task, Variant, conv_task, draw, gemm_task, hardware_variants, linear_task,
-                                reduction_task, unary_task, variants_for)
+                                reduction_task, shortcut_task, unary_task, variants_for)
 
 CPU = torch.device("cpu")
 NO_SIGNATURE = PrecisionContract(signature=False)
@@ -50,11 +50,12 @@ def test_gemm_and_conv_lowered_fail_on_both_data_honest_pass(task: Task, variant
     assert runs[0][0].ok == runs[1][0].ok and runs[0][1].ok == runs[1][1].ok
 
 
-@pytest.mark.parametrize(("task", "variant"), _cases([reduction_task(rows=16), unary_task("gelu", True, 1 << 18),
+@pytest.mark.parametrize(("task", "variant"), _cases([reduction_task(rows=16), shortcut_task(),
+                                                       unary_task("gelu", True, 1 << 18),
                                                        unary_task("gelu", False, 1 << 18),
                                                        unary_task("exp", True, 1 << 18),
                                                        unary_task("log", True, 1 << 18)]))
-def test_reductions_and_elementwise_do_not_false_fire(task: Task, variant: Variant) -> None:
+def test_reductions_shortcuts_and_elementwise_do_not_false_fire(task: Task, variant: Variant) -> None:
     for seed in (21, 22):
         on_own, on_zero = _run(task, variant, seed)
         if variant.honest:
