@@ -10,8 +10,9 @@ satisfy both rules:
    rounding unit): 16 times the fp32 reference's own error, and never less than 512 units (3.05e-5). Any fp32
    computation, in any summation order (split-K, atomics, a different tree, Kahan, float64 accumulation, fused
    epilogues, folded weights), stays within a few times the reference's error, and below 512 units up to
-   reductions of about a million terms summed one after another (measured: 79 units for 65,536, 44 times torch's
-   pairwise sum's error: hence the floor); operands rounded to 10 mantissa bits (TF32, fp16)
+   reductions of about half a million terms summed one after another into one accumulator (measured: 45 units on
+   positive and 121 on zero-mean data for 65,536, 48 times torch's pairwise sum's error: hence the floor; the error
+   grows as the square root of the count); operands rounded to 10 mantissa bits (TF32, fp16)
    or 7 (bf16) cost about 2.9e-4 (4,900 units) and 2.3e-3 on zero-mean data, whatever the reduction's length.
 2. operand-rounding signature (on the first kept call on the task's own inputs): the candidate's error must not
    contain the error of the reference computed (in float64) on inputs and parameters rounded to a lower format. For
@@ -39,6 +40,9 @@ its own all-positive inputs rounds its operands in a way that matches neither fo
 rescaling before the rounding), is judged there by the magnitude rule alone, which admits up to the floor: a
 dithered-TF32 GEMM on ``torch.rand`` at K = 4096 measures 126 units and passes on those inputs. So do outputs under
 `SIGNATURE_MIN_ELEMENTS` (reductions to a few values, losses): a bf16 sum of 65,536 positive terms measures 115.
+The other way: one fp32 accumulator over tens of millions of terms (an atomicAdd per element into one address over a
+whole 67M-element tensor: about 2,700 units) is refused, as the old probe refused it; partial sums per thread or per
+block first, as any fast kernel does, keep the error far below the floor.
 
 Measured: ``benchmarks/precision_contract.py`` (CPU emulation, and real TF32/fp16/bf16 on a GPU) prints every
 variant's error in fp32 units, its ratio to the reference's and the signature's correlation and slope.
