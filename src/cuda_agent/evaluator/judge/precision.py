@@ -40,9 +40,11 @@ its own all-positive inputs rounds its operands in a way that matches neither fo
 rescaling before the rounding), is judged there by the magnitude rule alone, which admits up to the floor: a
 dithered-TF32 GEMM on ``torch.rand`` at K = 4096 measures 126 units and passes on those inputs. So do outputs under
 `SIGNATURE_MIN_ELEMENTS` (reductions to a few values, losses): a bf16 sum of 65,536 positive terms measures 115.
-The other way: one fp32 accumulator over tens of millions of terms (an atomicAdd per element into one address over a
-whole 67M-element tensor: about 2,700 units) is refused, as the old probe refused it; partial sums per thread or per
-block first, as any fast kernel does, keep the error far below the floor.
+The other way: one fp32 accumulator over more than about half a million terms (an atomicAdd per element into one
+address) can exceed the floor: extrapolated from 45 units at 65,536 positive terms as the square root of the count,
+about 5,800 units over KernelBench L1/94's 10^9 terms (the old probe's 1e-4 floor refused that too; between 8 and
+90 million terms only this floor refuses it). Partial sums per thread or per block first, as any fast kernel does,
+keep the error far below the floor.
 
 Measured: ``benchmarks/precision_contract.py`` (CPU emulation, and real TF32/fp16/bf16 on a GPU) prints every
 variant's error in fp32 units, its ratio to the reference's and the signature's correlation and slope.
