@@ -25,7 +25,7 @@ import torch
 
 from cuda_agent.errors import SandboxError, TaskError
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, reference
+from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, precision, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
 from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, solution_kind
 from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Session
@@ -45,6 +45,7 @@ MIN_TIMED_REQUESTS = 5
 MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
 CPU_MAX_BATCH = 4
+ZERO_MEAN_CALLS = 2          # calls on zero-mean inputs, placed like the other variants (the precision contract)
 MIN_CALLS = 16               # the fewest ordinary calls of any run (every one checked)
 
 
@@ -129,6 +130,7 @@ class Evaluation:
         self.reference_ms = math.nan
         self.run_shape: dict[str, Any] = {}
         self._variant_sets: dict[str, Any] = {}
+        self.zero_mean_plan: precision.ZeroMeanPlan | None = None
 
     def seed(self) -> int:
         return self._rng.getrandbits(48)
@@ -179,6 +181,10 @@ class Evaluation:
         with torch.no_grad():
             probe_out = ref_model(*probe_inputs)
         fp32 = _fp32_task(probe_inputs, probe_out)
+        self.zero_mean_plan = precision.plan_zero_mean(ref_model, probe_inputs) if fp32 and config.precision_probe \
+            else None
+        if self.zero_mean_plan is not None and self.zero_mean_plan.note:
+            state.notes.append(self.zero_mean_plan.note)
         per_set = measure.set_bytes(probe_inputs, [v for _, v in compare.flatten(probe_out)])
         del probe_out
         self.batch, self.max_batch = self._batch_sizes(ref_model, probe_inputs, per_set)
@@ -413,9 +419,12 @@ class Evaluation:
             def make(factor: float = factor) -> list[Any] | None:
                 return reference.scaled(reference.make_inputs(module, self.seed(), self.device), factor)
             plan.append((f"inputs scaled by {factor:g}", make, "distribution_specialized"))
-        plan.append(("zero-mean inputs", lambda: reference.zero_mean(reference.make_inputs(module, self.seed(),
-                                                                                            self.device)),
-                     "distribution_specialized"))
+        zero_mean = self.zero_mean_plan
+        if zero_mean is not None and zero_mean.centred:
+            for k in range(ZERO_MEAN_CALLS):
+                plan.append((f"zero-mean inputs {k}",
+                             lambda: zero_mean.apply(reference.make_inputs(module, self.seed(), self.device)),
+                             "distribution_specialized"))
         variant = reference.shape_variant(self.task.code, f"<task {self.task.id}>", module)
         if variant is None:
             self.state.notes.append("shape check skipped: no size constant can change without changing the model")
@@ -447,7 +456,7 @@ class Evaluation:
         else:
             bufset = self._variant_sets.get(label) or session.buffers_for(inputs)
             self._variant_sets[label] = bufset
-        return Call(bufset, inputs, label, rule=rule)
+        return Call(bufset, inputs, label, rule=rule, zero_mean=label.startswith("zero-mean"))
 
     def _incorrect(self, session: Session, reason: str, prepared: Prepared, module: Any,
                    sets: list[Any]) -> EvalResult:

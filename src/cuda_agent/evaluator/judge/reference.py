@@ -118,16 +118,6 @@ class ShapeVariant:
         return f"{self.name} = {self.new} (was {self.old})"
 
 
-def zero_mean(inputs: list[Any]) -> list[Any] | None:
-    """The inputs with every floating tensor re-centred on zero (its own mean subtracted), or None when no input is
-    floating. Rationale: all-positive inputs (``torch.rand``) hide both a sign-specialised shortcut and the rounding
-    of lowered precision, whose errors cancel far less on zero-mean data."""
-    floating = [isinstance(x, torch.Tensor) and x.dtype.is_floating_point and x.numel() > 1 for x in inputs]
-    if not any(floating):
-        return None
-    return [x - x.mean() if is_float else x for x, is_float in zip(inputs, floating)]
-
-
 def _int_constants(tree: ast.Module) -> list[tuple[str, int, ast.Assign]]:
     found = []
     for node in tree.body:

@@ -28,15 +28,13 @@ from typing import Any, Callable, Iterator
 import torch
 
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.judge import compare, reference
+from cuda_agent.evaluator.judge import compare, precision, reference
 from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess
 from cuda_agent.evaluator.rules import RuleViolation
 
 _perf = time.perf_counter
 TRIVIAL_SIGNAL_LIMIT = 0.05      # error above 5% of the output's own variation, while passing only by tolerance
-PRECISION_RATIO = 64.0           # candidate error vs float64 this many times the fp32 reference's error ...
-PRECISION_FLOOR = 2.0 ** -17     # ... and above this relative error (128 fp32 rounding units): not fp32
 PRECISION_STASH = 3              # calls kept (inputs and outputs) for the float64 probe after the loop
 NULL_CALLS = 24                  # calibration calls of the runner's own null model
 
@@ -74,6 +72,7 @@ class Call:
     label: str
     keep: bool = False
     rule: str = ""      # a variant's rule, fired when the call is wrong (empty for ordinary calls)
+    zero_mean: bool = False  # a zero-mean call: kept for the precision contract's zero-mean rule
     token: int = 0
 
 
@@ -156,6 +155,7 @@ class Session:
         self.keepable = 0
         self.last_stamps: dict[str, float] = {}
         self.history: list[Sample] = []  # every request of the candidate's, timed or not
+        self.zero_mean_kept: list[tuple[list[Any], list[torch.Tensor]]] = []
         self.ref_error: float | None = None
         self.call_errors: list[float] = []
         self.earlier: list[Any] = []
@@ -332,7 +332,10 @@ class Session:
         else:
             if call.keep:
                 self._reservoir(inputs, snapshot)
-            self._record_error(candidate, golden)
+            elif call.zero_mean and len(self.zero_mean_kept) < PRECISION_STASH:
+                self.zero_mean_kept.append(self._kept(inputs, snapshot))
+            if not call.zero_mean:  # judged against float64 after the run (its reference error is another scale)
+                self._record_error(candidate, golden)
             if len(self.earlier) < 64:
                 self.earlier.append(compare.fingerprint(candidate))
         del golden
@@ -398,7 +401,7 @@ class Session:
                         out64 = [v for _, v in compare.flatten(ref64(*_to_double(inputs)))]
                     for r32, r64 in zip(out32, out64):
                         if isinstance(r64, torch.Tensor) and r64.dtype.is_floating_point and r64.numel():
-                            errors.append(_rel_err(r32, r64))
+                            errors.append(precision.rel_error(r32, r64))
                 del ref64
             self._sync()
             finite = [e for e in errors if math.isfinite(e)]
@@ -417,17 +420,20 @@ class Session:
         for (_, cand), (_, ref) in zip(compare.flatten(candidate), compare.flatten(golden)):
             if isinstance(ref, torch.Tensor) and ref.dtype.is_floating_point and ref.numel() and \
                     isinstance(cand, torch.Tensor) and cand.shape == ref.shape:
-                worst = max(worst, _rel_err(cand, ref))
+                worst = max(worst, precision.rel_error(cand, ref))
         self.call_errors.append(worst)
 
     def precision_verdict(self) -> None:
         """Rationale: lowered precision (TF32, bf16, fp16 operands) passes a 1e-2 tolerance on benign inputs. A
-        call whose error against the fp32 reference exceeds (PRECISION_RATIO + 1) times the fp32 reference's own
-        error against float64 (plus the floor) has an error against float64 above PRECISION_RATIO times the
-        reference's, by the triangle inequality: not an fp32 computation."""
+        call whose error against the fp32 reference exceeds the contract's magnitude bound (`precision.CONTRACT`)
+        plus the fp32 reference's own error has an error against float64 above that bound, by the triangle
+        inequality: not an fp32 computation, whichever call it is."""
         if self.ref_error is None or not self.call_errors:
             return
-        limit = (PRECISION_RATIO + 1.0) * self.ref_error + PRECISION_FLOOR
+        # the contract's magnitude bound against float64, plus the reference's own error (the triangle inequality),
+        # with the calibrated reference error doubled: a call's own reference error varies with its inputs
+        ref_error = 2.0 * self.ref_error
+        limit = precision.CONTRACT.bound(ref_error) + ref_error
         worst = max(self.call_errors)
         self.state.check("precision_every_call")
         if worst > limit:
@@ -438,40 +444,24 @@ class Session:
 
     # -- probes -------------------------------------------------------------------------------------------------
     def precision_probe(self) -> None:
-        """Rationale: lowered precision. fp16/bf16/TF32 pass a 1e-2 tolerance on benign inputs, but their error
-        against a float64 reference is far above any fp32 computation's. The float64 reference and the fp32
-        reference it is compared with are computed with TF32 off; the fp32 reference's own error sets the scale,
-        so ill-conditioned tasks do not false-fire. Runs after the loop on calls kept by reservoir sampling."""
-        if not (self.fp32 and self.config.precision_probe and self.stash):
+        """Rationale: lowered precision. The precision contract (`judge.precision`: magnitude against float64 and
+        the operand-rounding signature) on the calls kept by reservoir sampling over the whole run and on the
+        zero-mean calls, after the loop (the candidate's process has ended: its memory is free again)."""
+        if not (self.fp32 and self.config.precision_probe and (self.stash or self.zero_mean_kept)):
             return
+        move = lambda pair: ([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in pair[0]],  # noqa: E731
+                             [o.to(self.device) for o in pair[1]])
         try:
-            with exact_fp32():
-                self._probe_stash()
-            self.state.check("precision_probe")
-        except Exception as exc:  # noqa: BLE001 - some ops have no float64 kernel
-            self.state.notes.append(f"precision probe skipped: the reference does not run in float64 ({exc})"[:300])
+            verdict = precision.judge_precision(self.ref_model, [move(p) for p in self.stash],
+                                                [move(p) for p in self.zero_mean_kept], self.device)
         finally:
             self.stash.clear()
-
-    def _probe_stash(self) -> None:
-        ref64 = copy.deepcopy(self.ref_model).double()
-        for kept_inputs, kept_outputs in self.stash:
-            inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in kept_inputs]
-            outputs = [o.to(self.device) for o in kept_outputs]
-            with torch.no_grad():
-                out64 = [v for _, v in compare.flatten(ref64(*_to_double(inputs)))]
-                out32 = [v for _, v in compare.flatten(self.ref_model(*inputs))]
-            self._sync()
-            tensors = zip(outputs, [t for t in out32 if isinstance(t, torch.Tensor)],
-                          [t for t in out64 if isinstance(t, torch.Tensor)])
-            for k, (cand, r32, r64) in enumerate(tensors):
-                if not (r64.dtype.is_floating_point and r64.numel()):
-                    continue
-                e_ref, e_cand = _rel_err(r32, r64), _rel_err(cand, r64)
-                if e_cand > max(PRECISION_RATIO * e_ref, PRECISION_FLOOR):
-                    self.state.fire("lowered_precision", f"output {k}: relative error vs float64 {e_cand:.2e}, "
-                                                         f"the fp32 reference's is {e_ref:.2e}")
-            del out64, out32
+            self.zero_mean_kept.clear()
+        self.state.notes.extend(verdict.notes)
+        if verdict.checked:
+            self.state.check("precision_probe")
+        for detail in verdict.violations:
+            self.state.fire(precision.RULE, detail)
 
     def inventory(self) -> dict[str, Any]:
         """The kernel tap's records, per call token (the candidate's word; see `judge.kernels`)."""
@@ -525,24 +515,6 @@ def _rebuild_from(obj: Any, values: Any) -> Any:
     if type(obj) in (tuple, list):
         return type(obj)(_rebuild_from(x, values) for x in obj)
     return next(values)
-
-
-_REL_ERR_CHUNK = 1 << 24
-
-
-def _rel_err(a: torch.Tensor, ref64: torch.Tensor) -> float:
-    """‖a − ref64‖ / ‖ref64‖ in float64, in chunks (a float64 copy of a 7 GiB output would be 14 GiB), summed on the
-    device and read once."""
-    flat_a, flat_r = a.reshape(-1), ref64.reshape(-1)
-    diff_sq = torch.zeros((), dtype=torch.float64, device=flat_r.device)
-    scale_sq = torch.zeros((), dtype=torch.float64, device=flat_r.device)
-    for start in range(0, flat_r.numel(), _REL_ERR_CHUNK):
-        r = flat_r[start:start + _REL_ERR_CHUNK].double()
-        d = flat_a[start:start + _REL_ERR_CHUNK].double() - r
-        diff_sq += torch.dot(d, d)
-        scale_sq += torch.dot(r, r)
-    diff, scale = math.sqrt(float(diff_sq)), math.sqrt(float(scale_sq))
-    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
 
 
 @contextlib.contextmanager
