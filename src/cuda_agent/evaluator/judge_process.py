@@ -40,15 +40,23 @@ def _apply_env(env: dict[str, str] | None) -> None:
         os.environ.update({str(k): str(v) for k, v in env.items()})
 
 
+def _reply(job: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation's result and the baseline records it measured (the trusted caller checks and stores them)."""
+    from cuda_agent.evaluator.baselines import handed_back
+
+    result = pipeline.run_job(job)
+    return {"result": result, "baselines": handed_back()}
+
+
 def run_file_job(job_path: str, result_path: str) -> int:
-    """Evaluate the job in ``job_path`` and write the result to ``result_path``."""
+    """Evaluate the job in ``job_path`` and write the reply (`_reply`) to ``result_path``."""
     with open(job_path) as fh:
         payload = json.load(fh)
     _apply_env(payload.get("env"))
-    result = pipeline.run_job(payload["job"])
+    reply = _reply(payload["job"])
     tmp = result_path + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump(result, fh)
+        json.dump(reply, fh)
     os.replace(tmp, result_path)
     return 0
 
@@ -85,7 +93,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket, spare: Any) -> None
             os.dup2(fd, 1)
             os.dup2(fd, 2)
         _apply_env(request.get("env"))
-        _send(conn, {"result": pipeline.run_job(request["job"])})
+        _send(conn, _reply(request["job"]))
         code = 0
     except BaseException as exc:  # noqa: BLE001 - report, then exit
         try:

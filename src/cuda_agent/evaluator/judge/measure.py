@@ -79,10 +79,17 @@ def timing_set_count(inputs: list[Any], device: torch.device) -> int:
 
 
 def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, n_sets: int) -> str:
-    from cuda_agent.evaluator.baselines import baseline_key, environment_key_parts
+    from cuda_agent.evaluator.baselines import baseline_key
+
+    return baseline_key(task_hash, **_key_parts(config, device, n_sets))
+
+
+def _key_parts(config: EvalConfig, device: torch.device, n_sets: int) -> dict[str, Any]:
+    """What a baseline key is made of besides the task (kept in the record: the trusted caller recomputes the key)."""
+    from cuda_agent.evaluator.baselines import environment_key_parts
 
     settings = {"warmup": config.warmup, "reps": config.reps, "sets": n_sets, "device": device.type}
-    return baseline_key(task_hash, settings=settings, **environment_key_parts(device))
+    return {"settings": settings, **environment_key_parts(device)}
 
 
 def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: Any, config: EvalConfig,
@@ -105,7 +112,8 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
         return measure_baselines(ref_model, sets, warmup=config.warmup, reps=config.reps, key=key,
                                  breakdown=device.type == "cuda")
 
-    return BaselineCache(config.baseline_cache_dir).get_or_measure(key, measure, refresh=refresh)
+    return BaselineCache(config.baseline_cache_dir).get_or_measure(
+        key, measure, {"task": task_hash, **_key_parts(config, device, n_sets)}, refresh=refresh)
 
 
 def drift_factor(paired_ms: float, cached_ms: float) -> float:

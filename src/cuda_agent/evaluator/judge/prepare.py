@@ -85,6 +85,24 @@ def prepare(solution: Path, task: Task, config: EvalConfig, scratch: Path, *, sa
     return _prepare_single_file(solution, config, scratch, sandboxed=sandboxed, gpu=gpu)
 
 
+def restore(staged: dict, scratch: Path) -> Prepared:
+    """The solution the trusted caller checked and built (`cuda_agent.evaluator.trusted.stage`), copied from its
+    staging folder into the candidate's ``scratch``: regular files only (a link is not followed)."""
+    stage = Path(staged["stage"])
+    for path in sorted(stage.rglob("*")):
+        target = scratch / path.relative_to(stage)
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            target.mkdir(exist_ok=True)
+        elif path.is_file():
+            shutil.copyfile(path, target)
+    fields = dict(staged["fields"])
+    fields["own_kernels"] = tuple(fields.get("own_kernels", ()))
+    fields["notes"] = list(fields.get("notes", ()))
+    return Prepared(scratch=scratch, **fields)
+
+
 def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: Path, *,
                        sandboxed: bool) -> Prepared:
     from cuda_agent.workspace import Workspace
