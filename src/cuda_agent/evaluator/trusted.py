@@ -135,8 +135,9 @@ def _check_stats(data: Any) -> None:
     if not isinstance(data, dict):
         raise ValueError("timing statistics are not an object")
     stats = TimingStats.from_dict(dict(data))
-    for name, value in vars(stats).items():
-        if isinstance(value, float) and not _finite_positive(value):
+    for name in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "ci_low_ms", "ci_high_ms"):
+        value = getattr(stats, name)
+        if not _finite_positive(value):
             raise ValueError(f"timing statistic {name}={value!r} is not a finite, non-negative number")
     if not stats.median_ms > 0:
         raise ValueError("a median time is not positive")
