@@ -60,7 +60,7 @@ def _probe(phase):
     except OSError:
         pass
     if FOUND:
-        print("TASK-CODE-GOT", FOUND, flush=True)
+        print("TASK-CODE-" + "GOT", FOUND, flush=True)
 
 
 _probe("module")
@@ -74,7 +74,7 @@ class Model(nn.Module):
     def forward(self, x):
         _probe("forward")
         if FOUND:
-            raise RuntimeError(f"TASK-CODE-GOT {FOUND}")
+            raise RuntimeError("TASK-CODE-" + f"GOT {FOUND}")
         return torch.relu(x) * 2.0
 
 
