@@ -60,3 +60,43 @@ def test_sigkill_of_eval_during_a_call_leaves_no_process(tmp_path: Path) -> None
                   after_process="ca_runner.boot", timeout_s=300)
     assert ran.returncode == -signal.SIGKILL
     assert ran.left == [], f"alive 5 s after SIGKILL: {ran.left}"
+
+
+LEFTOVER = '''
+import os, torch, torch.nn as nn
+if os.fork() == 0:  # a process of the task's code in a session of its own: it outlives the judge's group
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "987654"])
+    os._exit(0)
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+def get_inputs():
+    return [torch.randn(8, 64)]
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_warm_worker_kills_what_a_judge_left_before_the_next_judge(tmp_path: Path) -> None:
+    from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+    from cuda_agent.faults.server import cmdline
+    from cuda_agent.procs import descendants
+    from cuda_agent.tasks.task import Task
+
+    solution = tmp_path / "sol.py"
+    solution.write_text(SOLUTION)
+    config = EvalConfig(mode="relaxed", profile=False, device="cpu")
+
+    def leftovers(worker: WarmWorker) -> list[int]:
+        return [pid for pid in descendants(worker.pid or 0) if "987654" in cmdline(pid)]
+
+    with WarmWorker() as worker:
+        first = evaluate(Task(id="user/leftover", code=LEFTOVER), solution, config, worker=worker)
+        assert first.stage == "correct", first.reason
+        assert leftovers(worker), "the task's process did not outlive its judge (nothing to sweep)"
+        second = evaluate(Task(id="user/next", code=LEFTOVER.replace("987654", "123")), solution, config,
+                          worker=worker)
+        assert second.stage == "correct", second.reason
+        assert leftovers(worker) == []
