@@ -23,8 +23,9 @@ FAILURES = {c.name: c for c in cpu_cases(failures=True)}
 def test_failure_becomes_result_in_warm_worker(name: str, warm_worker: WarmWorker) -> None:
     case = FAILURES[name]
     timeout = 8.0 if case.expect == "timeout" else 120.0
+    task = case.load_task()  # (seconds on a loaded CPU: not the evaluation's time)
     start = time.perf_counter()
-    result = evaluate(case.load_task(), case.solution, EvalConfig(mode=case.mode, profile=False, timeout_s=timeout),
+    result = evaluate(task, case.solution, EvalConfig(mode=case.mode, profile=False, timeout_s=timeout),
                       worker=warm_worker)
     assert result.stage == case.expect, (result.stage, result.reason, result.log[-1500:])
     assert not result.correct and result.reward == -1
@@ -49,8 +50,9 @@ def test_hang_is_killed_at_the_limit_and_leaves_no_process() -> None:
     """Through the spawn path (no warm worker, so no spare candidate processes): the judge reports the timeout at
     the limit, and neither it nor the candidate's sandboxed process survives."""
     case = FAILURES["hang"]
+    task = case.load_task()  # (seconds on a loaded CPU: not the evaluation's time)
     start = time.perf_counter()
-    result = evaluate(case.load_task(), case.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=15))
+    result = evaluate(task, case.solution, EvalConfig(mode="relaxed", profile=False, timeout_s=15))
     elapsed = time.perf_counter() - start
     assert result.stage == "timeout", (result.stage, result.reason)
     # the limit is the limit, plus the documented kill grace (and slack for a loaded 2-core CI machine)

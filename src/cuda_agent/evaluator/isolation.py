@@ -188,7 +188,10 @@ class WarmWorker:
         cache.mkdir(parents=True, exist_ok=True)
         # torch.cuda.is_available() through NVML, not cuInit: a driver initialised before fork is unusable in the
         # forked children, and the server must stay CUDA-free.
-        spec = TaskCodeSpec(rw=[self._dir], ro=[str(cache)], gpu=self._gpu,
+        # Rationale: no parent-death signal (it follows the starting thread, and a pool may start the worker from a
+        # thread that ends before the process does); the server stops when its stdin's other end closes, which
+        # happens when this process ends however it ends, and its sandbox's PID namespace takes every judge along.
+        spec = TaskCodeSpec(rw=[self._dir], ro=[str(cache)], gpu=self._gpu, die_with_parent=False,
                             env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})})
         argv = python_argv("cuda_agent.evaluator.judge_process", "--serve", self.socket_path, "--end-with-parent")
         try:

@@ -70,6 +70,9 @@ class TaskCodeSpec:
         env: extra environment (on top of a clean one: PATH, HOME=/tmp, TMPDIR, LANG, PYTHONPATH, `PASSED_ENV`).
         tmp_bytes: size of the private /tmp (the candidate's scratch folder lives there).
         cwd: the working folder inside (default /tmp).
+        die_with_parent: end the sandbox when the *thread* that started it ends (bubblewrap's
+            ``--die-with-parent``, a parent-death signal). Off for a long-lived server started from any thread,
+            which then must watch its owner itself (the warm worker reads a pipe whose end closes with its owner).
     """
 
     rw: Sequence[str] = ()
@@ -78,6 +81,7 @@ class TaskCodeSpec:
     env: dict[str, str] = field(default_factory=dict)
     tmp_bytes: int = 16 << 30
     cwd: str = "/tmp"
+    die_with_parent: bool = True
 
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -113,8 +117,8 @@ def task_code_argv(spec: TaskCodeSpec, command: Sequence[str]) -> list[str]:
                     env=clean_env(spec.env), chdir=spec.cwd, extra_args=tuple(extra))
     # the Layout binds a workspace; here there is none (/tmp is the sandbox's own tmpfs), so that bind is dropped
     args = _without_workspace_bind(layout.args())
-    namespaces = ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--die-with-parent",
-                  "--new-session", "--hostname", "judge"]
+    namespaces = ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534", "--new-session",
+                  "--hostname", "judge", *(["--die-with-parent"] if spec.die_with_parent else [])]
     return [bwrap, *namespaces, *args, "--", *command]
 
 
@@ -146,7 +150,7 @@ def spawn_task_code(spec: TaskCodeSpec, command: Sequence[str], *, pass_fds: Seq
                     stdin: int | None = subprocess.DEVNULL, stdout: int | None = None,
                     stderr: int | None = None) -> "subprocess.Popen[bytes]":
     """Start ``command`` in a task-code sandbox, in a session of its own (kill its process group to end it; it also
-    ends when the thread that started it ends, by ``--die-with-parent``: start it from a thread that outlives it).
+    ends when the thread that started it ends, unless ``spec.die_with_parent`` is off).
 
     Raises:
         SandboxError: bubblewrap is missing, cannot make namespaces, or cannot nest a sandbox here.
