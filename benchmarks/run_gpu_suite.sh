@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -61,6 +61,7 @@ for s in "${stages[@]}"; do
     # KernelBench's own evaluator beside relaxed mode (carry .carry/kernelbench_eval and .carry/kernelbench_wheels:
     # benchmarks/README.md, "Relaxed-mode parity")
     parity) stage parity "${PARITY_LIMIT_S:-420}" python3 benchmarks/relaxed_parity.py --kernelbench-src .carry/kernelbench_eval/kernelbench --wheels .carry/kernelbench_wheels --jobs 8 ;;
+    taskcode) stage taskcode 590 python3 benchmarks/sandbox_task_code.py --device cuda --profile --compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3 ;;
     synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac

@@ -8,9 +8,14 @@ Adds to benchmarks/results/sandbox.json (the sandbox overhead's metrics are kept
 - ``task_code_host_writes``: files it managed to write into ``$HOME``, the cache or the checkout;
 - ``eval_sigkill_survivors``: processes of `cuda-agent eval` alive 5 s after it was SIGKILLed during a call;
 - ``judge_sandbox_start_ms``: the median cost of starting a Python in the judge's sandbox, beyond a plain one;
-- the evaluation's ``phase_seconds`` (the judge's phases) and the caller's staging time, in details.
+- the evaluation's ``phase_seconds`` (the judge's phases) and the caller's staging time, in details;
+- with ``--compare TASK SOLUTION``: what the judge's sandbox costs, phase by phase: ``--n-compare`` evaluations with
+  the judge sandboxed (`evaluate`, spawned, as `cuda-agent eval` does) and as many with the judge in this process
+  (`evaluate_in_process`; the candidate sandboxed in both), medians per phase and of the total
+  (``judge_sandbox_total_s`` less ``judge_host_total_s``).
 
     PYTHONPATH=src python3 benchmarks/sandbox_task_code.py [--device cpu|cuda] [--profile]
+        [--compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3]
 """
 from __future__ import annotations
 
@@ -69,17 +74,49 @@ def sigkill_survivors(device: str, work: Path) -> list[int]:
     return ran.left
 
 
+def compare(task_spec: str, solution: str, device: str, n: int) -> dict:
+    """Median seconds per phase (and of the whole call) with the judge sandboxed and with it in this process."""
+    from cuda_agent.evaluator import EvalConfig, evaluate
+    from cuda_agent.evaluator.api import evaluate_in_process
+    from cuda_agent.tasks import resolve_task
+
+    task = resolve_task(task_spec)
+    config = EvalConfig(mode="relaxed", device=device)
+    runs: dict[str, list[dict]] = {"sandboxed": [], "host": []}
+    for _ in range(n):  # interleaved, so that a drift of the machine falls on both
+        for name, run in (("sandboxed", evaluate), ("host", evaluate_in_process)):
+            started = time.perf_counter()
+            result = run(task, solution, config)
+            phases = dict((result.extra or {}).get("phase_seconds") or {})
+            phases["stage"] = ((result.extra or {}).get("caller_seconds") or {}).get("stage", 0.0)
+            phases["total"] = time.perf_counter() - started
+            phases["result_stage"] = result.stage
+            runs[name].append(phases)
+    out: dict = {"task": task.id, "solution": solution, "n": n, "stages": {k: [r["result_stage"] for r in v]
+                                                                           for k, v in runs.items()}}
+    names = sorted({k for v in runs.values() for r in v for k in r if k != "result_stage"})
+    for name in names:
+        values = {k: statistics.median([float(r.get(name, 0.0)) for r in v]) for k, v in runs.items()}
+        out[name] = {"sandboxed_s": round(values["sandboxed"], 4), "host_s": round(values["host"], 4),
+                     "cost_s": round(values["sandboxed"] - values["host"], 4)}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU host")
     parser.add_argument("--profile", action="store_true", help="time the solution too (phase_seconds of a timed run)")
     parser.add_argument("--n", type=int, default=10, help="sandbox start-up runs")
+    parser.add_argument("--compare", nargs=2, metavar=("TASK", "SOLUTION"),
+                        help="also measure the judge sandbox's cost per phase on this task and solution")
+    parser.add_argument("--n-compare", type=int, default=3, help="evaluations per side with --compare")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         report, result = hostile_eval(args.device, args.profile, Path(tmp))
         survivors = sigkill_survivors(args.device, Path(tmp))
     boxed, plain = _start_ms(args.n)
+    phases = compare(*args.compare, args.device, args.n_compare) if args.compare else None
     path = results_dir() / "sandbox.json"
     previous = json.loads(path.read_text()) if path.is_file() else {}
     metrics = {k: v for k, v in previous.get("metrics", {}).items() if not k.startswith(("task_code_", "eval_sig",
@@ -89,6 +126,9 @@ def main() -> None:
                     "task_code_host_writes": report["writes_succeeded"],
                     "eval_sigkill_survivors": len(survivors),
                     "judge_sandbox_start_ms": round(boxed - plain, 2)})
+    if phases is not None:
+        metrics.update({"judge_sandbox_total_s": phases["total"]["sandboxed_s"],
+                        "judge_host_total_s": phases["total"]["host_s"]})
     details = dict(previous.get("details", {}))
     details["overhead_command"] = previous.get("command", details.get("overhead_command", ""))
     details["task_code"] = {
@@ -97,6 +137,7 @@ def main() -> None:
         "phase_seconds": (result.get("extra") or {}).get("phase_seconds"),
         "caller_seconds": (result.get("extra") or {}).get("caller_seconds"),
         "total_seconds": result.get("total_seconds"), "python_start_ms": {"sandboxed": boxed, "plain": plain},
+        "judge_sandbox_cost_by_phase": phases,
         "what": "a hostile task (5 phases: module, get_init_inputs, __init__, forward, get_inputs) through "
                 "`cuda-agent eval`; a SIGKILL of `cuda-agent eval` 25 s after its candidate process started",
     }

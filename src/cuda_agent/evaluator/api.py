@@ -65,7 +65,8 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
 
 
 def evaluate_in_process(task: Task, solution: str | Path, config: EvalConfig | None = None) -> EvalResult:
-    """Run the judge in this process (debugging; the candidate still runs in its own sandboxed process)."""
+    """Run the judge in this process (debugging, and measuring what the judge's sandbox costs). The task's code then
+    runs in this process, outside any sandbox: only for tasks you trust. The candidate still runs sandboxed."""
     from cuda_agent.evaluator.judge.pipeline import run_job
 
     return EvalResult.from_dict(run_job(make_job(task, solution, config or EvalConfig())))

@@ -27,7 +27,7 @@ from typing import Any
 from cuda_agent import procs
 from cuda_agent.errors import EvalTimeoutError, PoolError, SandboxError
 from cuda_agent.evaluator.result import EvalResult, failure
-from cuda_agent.evaluator.trusted import accept, read_reply_file
+from cuda_agent.evaluator.trusted import MAX_REPLY_BYTES, accept, read_reply_file
 from cuda_agent.sandbox.process import gpu_device_nodes
 from cuda_agent.sandbox.task_code import TaskCodeSpec, python_argv, spawn_task_code
 
@@ -260,6 +260,8 @@ class WarmWorker:
                 if not chunk:
                     break
                 buffer += chunk
+                if len(buffer) > MAX_REPLY_BYTES:  # the judge runs task code: its answer is bounded like any input
+                    return _died(task_id, None, _tail(log_path), time.perf_counter() - start)
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     try:

@@ -114,6 +114,7 @@ def accept(reply: dict[str, Any], job: dict[str, Any]) -> EvalResult:
         raise ValueError(f"the judge's result is malformed: {exc}") from exc
     if result.task_id != job["task"]["id"]:
         raise ValueError(f"the judge answered for task {result.task_id!r}, not {job['task']['id']!r}")
+    _check_result(result)
     records = reply.get("baselines") or []
     if isinstance(records, list) and records:
         store_baselines(records[:MAX_BASELINE_RECORDS], job)
@@ -123,6 +124,27 @@ def accept(reply: dict[str, Any], job: dict[str, Any]) -> EvalResult:
         extra["caller_seconds"] = {"stage": float(prepared.get("caller_seconds", 0.0))}
         result = replace(result, extra=extra)
     return result
+
+
+_SPEED_FIELDS = ("baseline_drift", "speedup_eager", "speedup_eager_low", "speedup_eager_high", "speedup_compile",
+                 "speedup_compile_low", "speedup_compile_high", "sol_floor_ms", "sol_fraction", "build_seconds",
+                 "verify_seconds", "profile_seconds", "total_seconds")
+
+
+def _check_result(result: EvalResult) -> None:
+    """Types and ranges of what the reward and the metrics read. Raises ValueError."""
+    if not isinstance(result.correct, bool) or not isinstance(result.reward, int) or isinstance(result.reward, bool) \
+            or result.reward not in (-1, 0, 1, 2, 3):
+        raise ValueError("correct or reward is malformed")
+    if not (isinstance(result.continuous_reward, (int, float)) and math.isfinite(result.continuous_reward)):
+        raise ValueError("continuous_reward is not a finite number")
+    for name in _SPEED_FIELDS:
+        value = getattr(result, name)
+        if value is not None and not _finite_positive(value):
+            raise ValueError(f"{name}={value!r} is not a finite, non-negative number")
+    texts = (result.reason, result.log, result.device, result.mode, *result.notes, *result.checks_run)
+    if not all(isinstance(t, str) for t in texts) or not isinstance(result.extra, dict):
+        raise ValueError("a text field is not text")
 
 
 def _finite_positive(value: Any) -> bool:

@@ -21,6 +21,7 @@ nested candidate's sandbox too.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -53,6 +54,7 @@ def package_copy() -> str:
 
     source = Path(cuda_agent.__file__).resolve().parent
     root = Path(tempfile.mkdtemp(prefix="cuda-agent-trusted-"))
+    atexit.register(shutil.rmtree, root, True)
     shutil.copytree(source, root / "cuda_agent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for path in [root, *root.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
