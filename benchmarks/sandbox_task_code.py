@@ -83,6 +83,7 @@ def compare(task_spec: str, solution: str, device: str, n: int) -> dict:
     task = resolve_task(task_spec)
     config = EvalConfig(mode="relaxed", device=device)
     runs: dict[str, list[dict]] = {"sandboxed": [], "host": []}
+    evaluate(task, solution, config)  # untimed: the baselines cached, so that neither side measures them
     for _ in range(n):  # interleaved, so that a drift of the machine falls on both
         for name, run in (("sandboxed", evaluate), ("host", evaluate_in_process)):
             started = time.perf_counter()
