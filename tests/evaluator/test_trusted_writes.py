@@ -66,3 +66,26 @@ def test_the_reply_file_must_be_a_bounded_regular_file(tmp_path: Path) -> None:
     (tmp_path / "list.json").write_text("[1, 2]")
     assert read_reply_file(tmp_path / "list.json") is None
     assert read_reply_file(tmp_path / "missing.json") is None
+
+
+def test_the_judge_copies_only_the_staged_files_unchanged(tmp_path: Path) -> None:
+    """The warm worker's judges can write where solutions are staged: a staged file changed after the build, or one
+    added, never reaches the candidate."""
+    from cuda_agent.evaluator.judge.prepare import PrepareError, restore
+    from cuda_agent.evaluator.trusted import staged_hashes
+
+    stage, scratch = tmp_path / "stage", tmp_path / "scratch"
+    (stage / "inline").mkdir(parents=True)
+    scratch.mkdir()
+    (stage / "solution.py").write_text("class ModelNew: pass\n")
+    (stage / "inline" / "ext.so").write_bytes(b"\x7fELF...")
+    staged = {"stage": str(stage), "files": staged_hashes(stage),
+              "fields": {"kind": "single_file", "module": "/scratch/solution.py"}}
+    (stage / "planted.py").write_text("evil")
+    prepared = restore(staged, scratch)
+    assert prepared.kind == "single_file"
+    assert sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*") if p.is_file()) == \
+        ["inline/ext.so", "solution.py"]
+    (stage / "solution.py").write_text("class ModelNew: swapped = True\n")
+    with pytest.raises(PrepareError, match="changed"):
+        restore(staged, tmp_path / "scratch")

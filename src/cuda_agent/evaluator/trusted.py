@@ -66,8 +66,20 @@ def stage(job: dict[str, Any], config: EvalConfig, folder: Path) -> dict[str, An
     fields = {"kind": prepared.kind, "module": prepared.module, "library": prepared.library,
               "inline_dir": prepared.inline_dir, "source": prepared.source, "own_kernels": list(prepared.own_kernels),
               "build_seconds": prepared.build_seconds, "notes": list(prepared.notes)}
-    return {**job, "prepared": {"stage": str(out), "fields": fields,
+    return {**job, "prepared": {"stage": str(out), "fields": fields, "files": staged_hashes(out),
                                 "caller_seconds": time.perf_counter() - started}}
+
+
+def staged_hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of every regular file under ``folder`` by relative path: the judge copies only these, unchanged.
+    Rationale: the staging folder lies where the warm worker's judges (which run task code) can write."""
+    import hashlib
+
+    hashes: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            hashes[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashes
 
 
 def _finished(result: EvalResult, config: EvalConfig, solution: Path, seconds: float) -> EvalResult:
