@@ -57,9 +57,12 @@ def test_hang_is_killed_at_the_limit_and_leaves_no_process() -> None:
     seen: dict[int, str] = {}
     done = threading.Event()
 
+    before = set(descendants(os.getpid()))  # other tests' workers (a warm worker fixture) are not this evaluation's
+
     def watch() -> None:  # every process the evaluation started (the judge's sandbox, the candidate's inside it)
         while not done.is_set():
-            seen.update({pid: cmdline(pid) for pid in descendants(os.getpid()) if pid not in seen})
+            others = before | {d for pid in before for d in descendants(pid)}
+            seen.update({pid: cmdline(pid) for pid in descendants(os.getpid()) if pid not in seen | others})
             time.sleep(0.1)
 
     watcher = threading.Thread(target=watch, daemon=True)

@@ -132,7 +132,12 @@ def _end_with_parent() -> None:
                 pass
         except OSError:
             pass
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        # In its sandbox the server is bubblewrap's command, in the group of the namespace's init (pid 1), where
+        # killpg would mean "every process"; its own end ends the namespace's init, and the kernel then kills every
+        # process of the namespace (the judges and the candidates' sandboxes).
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True, name="end-with-parent").start()
 
