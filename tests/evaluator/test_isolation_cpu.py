@@ -62,7 +62,9 @@ def test_hang_is_killed_at_the_limit_and_leaves_no_process() -> None:
     def watch() -> None:  # every process the evaluation started (the judge's sandbox, the candidate's inside it)
         while not done.is_set():
             others = before | {d for pid in before for d in descendants(pid)}
-            seen.update({pid: cmdline(pid) for pid in descendants(os.getpid()) if pid not in seen | others})
+            for pid in descendants(os.getpid()):
+                if pid not in others:  # the latest command line (a fresh fork still shows its parent's)
+                    seen[pid] = cmdline(pid) or seen.get(pid, "")
             time.sleep(0.1)
 
     watcher = threading.Thread(target=watch, daemon=True)
