@@ -80,3 +80,22 @@ def test_measure_small_task_on_gpu(tmp_path: Path) -> None:
     table = measure_tasks([task], save_to=tmp_path / "b.json", warmup=2, reps=10)
     assert BaselineTable.load(tmp_path / "b.json").entries.keys() == {"L1/999_small"}
     assert table.to_kernelbench("eager")["level1"]["999_small.py"]["num_trials"] >= 10
+
+
+def test_measure_task_runs_the_task_in_its_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task's code runs sandboxed: it sees no secret of this process, and its times still come back."""
+    from cuda_agent.sandbox import sandbox_available
+
+    if not sandbox_available("userns"):
+        pytest.skip("bubblewrap cannot run here")
+    monkeypatch.setenv("OPENAI_API_KEY", "canary-bench-91c3")
+    spy = SMALL_TASK.replace("return [torch.rand(1024, 1024)]",
+                             "import os\n    assert not os.environ.get('OPENAI_API_KEY'), os.environ['OPENAI_API_KEY']\n"
+                             "    assert not os.path.exists(" + repr(str(tmp_path)) + ")\n"
+                             "    return [torch.rand(64, 64)]")
+    entry = measure_task(Task(id="L1/998_spy", code=spy, level=1, name="998_spy"), warmup=1, reps=3, device="cpu")
+    assert entry.eager is not None and entry.eager.mean > 0 and entry.compile is not None
+    with pytest.raises(RuntimeError, match="boom"):
+        measure_task(Task(id="L1/997_bad", code=SMALL_TASK.replace("return torch.relu(x) * 2.0",
+                                                                   "raise ValueError('boom')"), level=1),
+                     warmup=1, reps=3, device="cpu")

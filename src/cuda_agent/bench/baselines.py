@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -191,21 +194,60 @@ def task_file(task: Task) -> str:
     return Path(task.path).name if task.path else f"{task.name or task.id.rsplit('/', 1)[-1]}.py"
 
 
-def measure_task(task: Task, *, warmup: int = 5, reps: int = 50, seed: int = 0) -> BaselineEntry:
-    """Time one task's reference eagerly and under ``torch.compile`` (default mode) on the current GPU, with the
-    evaluator's timer (device events, L2 flushed between iterations). Needs CUDA; errors from the task propagate."""
+MEASURE_TIMEOUT_S = 1800.0
+
+
+def measure_task(task: Task, *, warmup: int = 5, reps: int = 50, seed: int = 0, device: str = "cuda",
+                 timeout_s: float = MEASURE_TIMEOUT_S) -> BaselineEntry:
+    """Time one task's reference eagerly and under ``torch.compile`` (default mode) on ``device`` (the current GPU),
+    with the evaluator's timer (device events, L2 flushed between iterations).
+
+    The task's code runs in a task-code sandbox (`cuda_agent.sandbox.task_code`: no host file, secret or network),
+    never in this process; its answer is checked (finite, non-negative times). Raises RuntimeError naming the
+    task's own error, a time-out or a malformed answer; SandboxError when no sandbox can be made here."""
+    import subprocess
+
+    from cuda_agent.sandbox.task_code import TaskCodeSpec, python_argv, spawn_task_code
+
+    request = {"task": task.to_dict(), "warmup": warmup, "reps": reps, "seed": seed, "device": device}
+    proc = spawn_task_code(TaskCodeSpec(gpu=device != "cpu"), python_argv("cuda_agent.bench.baselines"),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(json.dumps(request).encode(), timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"{task.id}: measuring its baselines ran past {timeout_s:g} s") from exc
+    lines = out.decode(errors="replace").strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f"{task.id}: no answer from the sandbox ({err.decode(errors='replace')[-500:]})") from None
+    if not isinstance(answer, dict) or "error" in answer:
+        raise RuntimeError(str(answer.get("error") if isinstance(answer, dict) else answer)[:500])
+    eager, compiled = Stats.from_dict(answer["eager"], task.id), Stats.from_dict(answer["compile"], task.id)
+    for stats in (eager, compiled):
+        values = (stats.mean, stats.std, stats.min, stats.max, stats.median or 0.0)
+        if not all(math.isfinite(v) and v >= 0 for v in values) or not stats.mean > 0:
+            raise RuntimeError(f"{task.id}: the sandbox answered times that are not finite and positive")
+    return BaselineEntry(task.id, task.level, task_file(task), eager, compiled, str(answer.get("compile_error", ""))[:2000])
+
+
+def _measure_here(request: dict[str, Any]) -> dict[str, Any]:
+    """In the sandbox: the measurement `measure_task` asked for."""
     import torch
 
     from cuda_agent.evaluator.baselines import measure_baselines
     from cuda_agent.evaluator.judge.reference import build_model, load_task_module, make_inputs
 
-    device = torch.device("cuda")
+    task = Task.from_dict(request["task"])
+    device = torch.device(request["device"])
     module = load_task_module(task.code, task.path or task.id)
-    model = build_model(module, seed, device)
-    inputs = [make_inputs(module, seed + 1, device)]
-    times = measure_baselines(model, inputs, warmup=warmup, reps=reps)
-    return BaselineEntry(task.id, task.level, task_file(task), Stats.from_timing(times.eager),
-                         Stats.from_timing(times.compile), times.compile_error)
+    model = build_model(module, int(request["seed"]), device)
+    inputs = [make_inputs(module, int(request["seed"]) + 1, device)]
+    times = measure_baselines(model, inputs, warmup=int(request["warmup"]), reps=int(request["reps"]))
+    return {"eager": Stats.from_timing(times.eager).to_dict(), "compile": Stats.from_timing(times.compile).to_dict(),
+            "compile_error": times.compile_error}
 
 
 def measure_tasks(tasks: Iterable[Task], *, existing: BaselineTable | None = None, save_to: str | Path | None = None,
@@ -239,3 +281,19 @@ def measure_tasks(tasks: Iterable[Task], *, existing: BaselineTable | None = Non
         if progress is not None:
             progress(task, entry, error)
     return BaselineTable(hardware, entries, {**table.meta, "torch": torch.__version__})
+
+
+def _main() -> None:
+    """``python -m cuda_agent.bench.baselines``: one request on stdin, one JSON line on a private copy of stdout
+    (the task's own prints go to stderr)."""
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        answer = _measure_here(json.loads(sys.stdin.read()))
+    except BaseException as exc:  # noqa: BLE001 - the task's failure is the answer
+        answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+    os.write(answer_fd, (json.dumps(answer) + "\n").encode())
+
+
+if __name__ == "__main__":
+    _main()

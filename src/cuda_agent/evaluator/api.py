@@ -1,13 +1,16 @@
 """`evaluate(task, solution, config)`: the evaluator's one entry point."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import WorkspaceError
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.isolation import WarmWorker, run_isolated
+from cuda_agent.evaluator.isolation import WarmWorker, run_isolated, stamp
 from cuda_agent.evaluator.result import EvalResult
+from cuda_agent.evaluator.trusted import stage
 from cuda_agent.tasks.task import Task
 from cuda_agent.workspace.workspace import MANIFEST
 
@@ -35,18 +38,35 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
     started `WarmWorker` to fork from (fast); without one a fresh interpreter is spawned. ``env``: extra
     environment for the evaluation process (``CUDA_VISIBLE_DEVICES`` for a pool's GPU).
 
-    Never raises for anything the candidate does (crash, hang, out of memory: all are results). Raises
+    This process runs neither the task's code nor the candidate's: it checks and builds the solution (compilers
+    sandboxed, into the trusted build cache), then the judge runs in a sandbox of its own, and what it hands back is
+    checked here before it is believed or cached (`cuda_agent.evaluator.trusted`).
+
+    Never raises for anything the candidate or the task does (crash, hang, out of memory: all are results). Raises
     WorkspaceError for a missing solution, PoolError when a warm worker is lost.
     """
     config = config or EvalConfig()
-    job = make_job(task, solution, config)
-    if worker is not None:
-        return worker.run(job, config.timeout_s, env)
-    return run_isolated(job, config.timeout_s, env)
+    job = stamp(make_job(task, solution, config))  # the time limit counts the build here too
+    from cuda_agent.evaluator.baselines import BaselineCache
+
+    cache = BaselineCache(config.baseline_cache_dir).dir
+    cache.mkdir(parents=True, exist_ok=True)
+    job["config"]["baseline_cache_dir"] = str(cache.resolve())  # the judge's HOME is not the caller's
+    folder = Path(tempfile.mkdtemp(prefix="cuda-agent-stage-", dir=worker.staging_root if worker else None))
+    try:
+        staged = stage(job, config, folder)
+        if isinstance(staged, EvalResult):
+            return staged
+        if worker is not None:
+            return worker.run(staged, config.timeout_s, env)
+        return run_isolated(staged, config.timeout_s, env)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def evaluate_in_process(task: Task, solution: str | Path, config: EvalConfig | None = None) -> EvalResult:
-    """Run the judge in this process (debugging; the candidate still runs in its own sandboxed process)."""
+    """Run the judge in this process (debugging, and measuring what the judge's sandbox costs). The task's code then
+    runs in this process, outside any sandbox: only for tasks you trust. The candidate still runs sandboxed."""
     from cuda_agent.evaluator.judge.pipeline import run_job
 
     return EvalResult.from_dict(run_job(make_job(task, solution, config or EvalConfig())))

@@ -6,9 +6,11 @@ JSON file per key. Writes are atomic (a temporary file in the same folder, then 
 another process sees either nothing or a whole record; `BaselineCache.get_or_measure` also takes a file lock so
 that two evaluations of the same task measure the baselines once, not twice.
 
-Trust: only the judge writes here, before any candidate code runs in the evaluation and after its candidate process
-has ended (no candidate process can see this folder: the sandbox does not show it), and each record carries the
-SHA-256 of its times, checked when it is read back: a record that changed is measured again.
+Trust: only a trusted process writes here. The judge runs task code, so it sees this folder read-only (its sandbox
+sets `MARKER_ENV`): there `put` hands the record back (`handed_back`) instead of writing, and the caller writes it
+after checking it (`cuda_agent.evaluator.trusted.store_baselines`). The judge measures before any candidate code runs
+in the evaluation and after its candidate process has ended (no candidate process can see this folder), and each
+record carries the SHA-256 of its times, checked when it is read back: a record that changed is measured again.
 """
 from __future__ import annotations
 
@@ -23,12 +25,19 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.evaluator.timing import TimingConfig, TimingStats, time_forward
+from cuda_agent.evaluator.stats import TimingStats
+
+if TYPE_CHECKING:  # torch only where times are measured: the trusted caller writes records without it
+    import torch
+
+    from cuda_agent.evaluator.timing import TimingConfig
+
+from cuda_agent.sandbox.task_code import MARKER_ENV  # noqa: E402
+
+_HANDED_BACK: list[dict[str, Any]] = []
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +98,10 @@ def baseline_key(task_hash: str, gpu_name: str, torch_version: str, cuda_version
     return hashlib.sha256(canon.encode()).hexdigest()[:40]
 
 
-def environment_key_parts(device: torch.device | None = None) -> dict[str, str | None]:
+def environment_key_parts(device: "torch.device | None" = None) -> dict[str, str | None]:
     """The GPU name, torch version and CUDA version of this process, as `baseline_key` wants them."""
+    import torch
+
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(device)
     else:
@@ -132,10 +143,14 @@ class BaselineCache:
             return None
 
     def put(self, key: str, times: BaselineTimes, meta: Mapping[str, Any] | None = None) -> Path:
-        """Write ``times`` atomically; ``meta`` (task id, GPU, versions) is stored beside them for people."""
+        """Write ``times`` atomically; ``meta`` (task, GPU, versions, settings: the key's parts) is stored beside
+        them. Inside a task-code sandbox the record is handed back instead (see the module docstring)."""
         path = self._path(key)
-        self.dir.mkdir(parents=True, exist_ok=True)
         payload = times.to_dict()
+        if os.environ.get(MARKER_ENV):
+            _HANDED_BACK.append({"key": key, "times": payload, "meta": dict(meta or {})})
+            return path
+        self.dir.mkdir(parents=True, exist_ok=True)
         record = {"schema": BASELINE_SCHEMA, "key": key, "written": time.time(), "meta": dict(meta or {}),
                   "times": payload, "sha256": _checksum(payload)}
         fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.dir)
@@ -152,6 +167,9 @@ class BaselineCache:
 
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
+        if os.environ.get(MARKER_ENV):  # read-only here: two judges of one task may both measure
+            yield
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / f".{key}.lock", "a+") as fh:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -181,18 +199,28 @@ class BaselineCache:
             return times, False
 
 
+def handed_back() -> list[dict[str, Any]]:
+    """The records `put` handed back in this process (inside a task-code sandbox), for the trusted caller."""
+    return list(_HANDED_BACK)
+
+
+def times_from_dict(data: Mapping[str, Any], key: str) -> BaselineTimes:
+    """`BaselineTimes` from a handed-back record's times (the caller's checks come first)."""
+    return replace(BaselineTimes.from_dict(data), key=key)
+
+
 def _checksum(payload: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def measure_baselines(
-    model: torch.nn.Module,
+    model: "torch.nn.Module",
     input_sets: Sequence[Sequence[Any]],
     *,
     warmup: int = 5,
     reps: int = 50,
     key: str = "",
-    config: TimingConfig | None = None,
+    config: "TimingConfig | None" = None,
     compile_mode: str | None = None,
     compile_backend: str = "inductor",
     breakdown: bool = False,
@@ -209,7 +237,11 @@ def measure_baselines(
     ``timer(fn, input_sets)`` times each (default: `time_forward` with ``warmup``, ``reps`` and ``config``; the
     judge passes `timing.time_batched`, the way it times candidates).
     """
+    import torch
+
     if timer is None:
+        from cuda_agent.evaluator.timing import time_forward
+
         def timer(fn: Callable[..., Any], sets: Sequence[Sequence[Any]]) -> TimingStats:
             return time_forward(fn, sets, warmup=warmup, reps=reps, config=config)
     eager = timer(model, input_sets)

@@ -2,10 +2,13 @@
 
 Two ways: `run_isolated` spawns a fresh interpreter per evaluation (simple; pays torch's import every time), and
 `WarmWorker` keeps a fork server that imported torch once and forks a fresh judge per evaluation (what the pools
-use). The judge starts the candidate's sandboxed process itself and enforces the evaluation's time limit on every
-call; the caller's own limit is the same deadline plus `KILL_GRACE_S` (for the judge to write its "timeout" result),
-after which it kills the judge's process group, and with it the candidate's process (bubblewrap ends the sandbox
-when its parent dies).
+use). Either runs in a task-code sandbox (`cuda_agent.sandbox.task_code`): the judge executes the task's code, which
+is untrusted too, so it sees no host file, secret, cache it could write, or network. The judge starts the
+candidate's sandboxed process itself, from inside its own, and enforces the evaluation's time limit on every call;
+the caller's own limit is the same deadline plus `KILL_GRACE_S` (for the judge to write its "timeout" result),
+after which it kills the judge's process group. However the caller ends (SIGKILL included), bubblewrap's
+``--die-with-parent`` ends the judge's sandbox, and with its PID namespace every process in it, the candidate's
+nested sandbox too. Whatever the judge answers is read with content checks (`cuda_agent.evaluator.trusted`).
 """
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent import procs
-from cuda_agent.errors import EvalTimeoutError, PoolError
+from cuda_agent.errors import EvalTimeoutError, PoolError, SandboxError
 from cuda_agent.evaluator.result import EvalResult, failure
+from cuda_agent.evaluator.trusted import MAX_REPLY_BYTES, accept, read_reply_file
+from cuda_agent.sandbox.process import gpu_device_nodes
+from cuda_agent.sandbox.task_code import TaskCodeSpec, python_argv, spawn_task_code
 
 log = logging.getLogger(__name__)
 _SRC = str(Path(__file__).resolve().parents[2])
@@ -70,13 +76,37 @@ def kill_group(pgid: int) -> None:
 
 
 def stamp(job: dict[str, Any]) -> dict[str, Any]:
-    """The job with the moment its time limit started counting (the caller's clock)."""
-    return {**job, "started_unix": time.time()}
+    """The job with the moment its time limit started counting (the caller's clock; kept if already stamped, so
+    that the trusted caller's staging counts too)."""
+    return job if "started_unix" in job else {**job, "started_unix": time.time()}
+
+
+def _left(job: dict[str, Any], timeout_s: float) -> float:
+    return max(0.0, timeout_s - max(0.0, time.time() - float(job["started_unix"])))
+
+
+def judge_spec(job: dict[str, Any], rw: list[str], env: dict[str, str] | None = None) -> TaskCodeSpec:
+    """The judge's sandbox for ``job``: ``rw`` (its job folder), the staged solution and the baseline cache
+    read-only, the GPU when the job may use one."""
+    config = job["config"]
+    ro = [p for p in ((job.get("prepared") or {}).get("stage"), config.get("baseline_cache_dir")) if p]
+    gpu = config.get("device") != "cpu" and bool(gpu_device_nodes())
+    return TaskCodeSpec(rw=rw, ro=ro, gpu=gpu, env=dict(env or {}))
+
+
+def _start_judge(job: dict[str, Any], argv: list[str], rw: list[str], env: dict[str, str] | None,
+                 **popen: Any) -> "subprocess.Popen[bytes]":
+    """The judge's process: in its task-code sandbox, or (``unsandboxed_trusted_code``, for code you wrote) plain.
+    Raises SandboxError when no sandbox can be made."""
+    if job["config"].get("unsandboxed_trusted_code"):
+        return subprocess.Popen([sys.executable, *argv[1:]], stdin=subprocess.DEVNULL, env=_child_env(env),
+                                start_new_session=True, **popen)
+    return spawn_task_code(judge_spec(job, rw, env), argv, **popen)
 
 
 def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None = None) -> EvalResult:
-    """Evaluate ``job`` in a freshly spawned judge process (its own session); never raises for the candidate's
-    sake."""
+    """Evaluate ``job`` in a freshly spawned judge process (its own sandbox and session); never raises for the
+    candidate's or the task's sake."""
     task_id = job["task"]["id"]
     job = stamp(job)
     with tempfile.TemporaryDirectory(prefix="cuda_agent_eval_") as tmp:
@@ -85,15 +115,15 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
         with open(job_path, "w") as fh:
             json.dump({"job": job, "env": env or {}}, fh)
         start = time.perf_counter()
+        argv = python_argv("cuda_agent.evaluator.judge_process", "--job", job_path, "--result", result_path)
         with open(log_path, "wb") as log_fh:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.evaluator.judge_process", "--job", job_path, "--result", result_path],
-                stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_child_env(env),
-                start_new_session=True,
-            )
+            try:
+                proc = _start_judge(job, argv, [tmp], env, stdout=log_fh, stderr=subprocess.STDOUT)
+            except SandboxError as exc:
+                return failure(task_id, "eval_error", f"no sandbox for the task's code (the judge runs it): {exc}")
             procs.register_group(proc.pid)  # a signal to the caller ends the judge and its candidate too
             try:
-                code = proc.wait(timeout=timeout_s + KILL_GRACE_S)
+                code = proc.wait(timeout=_left(job, timeout_s) + KILL_GRACE_S)
             except subprocess.TimeoutExpired:
                 kill_group(proc.pid)
                 proc.wait()
@@ -102,21 +132,32 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
                 kill_group(proc.pid)  # nothing the judge started outlives it
                 procs.unregister_group(proc.pid)
         seconds = time.perf_counter() - start
-        try:
-            with open(result_path) as fh:
-                return EvalResult.from_dict(json.load(fh))
-        except (OSError, ValueError):
+        reply = read_reply_file(result_path)
+        if reply is None:
             return _died(task_id, code, _tail(log_path), seconds)
+        return _accepted(reply, job, log_path, seconds)
+
+
+def _accepted(reply: dict[str, Any], job: dict[str, Any], log_path: str, seconds: float) -> EvalResult:
+    try:
+        return accept(reply, job)
+    except ValueError as exc:
+        return failure(job["task"]["id"], "eval_error", f"the judge's answer was refused: {exc}",
+                       log=_tail(log_path), total_seconds=seconds)
 
 
 class WarmWorker:
     """A fork server for evaluations: start once, then `run` many jobs (concurrently from several threads, if the
     caller wants; each job is its own forked judge). Use as a context manager or call `close`."""
 
-    def __init__(self, env: dict[str, str] | None = None, start_timeout_s: float = 120.0) -> None:
+    def __init__(self, env: dict[str, str] | None = None, start_timeout_s: float = 120.0, *,
+                 gpu: bool | None = None) -> None:
         self._env = env
         self._start_timeout_s = start_timeout_s
+        self._gpu = bool(gpu_device_nodes()) if gpu is None else gpu
         self._dir = tempfile.mkdtemp(prefix="cuda_agent_worker_")
+        self.staging_root = os.path.join(self._dir, "staging")  # what `evaluate` stages here, the server sees
+        os.makedirs(self.staging_root, exist_ok=True)
         self.socket_path = os.path.join(self._dir, "worker.sock")
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -139,16 +180,27 @@ class WarmWorker:
         """Start the server and wait until it has imported torch; raise PoolError if it cannot start."""
         if self.alive:
             return
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.evaluator.judge_process", "--serve", self.socket_path,
-             "--end-with-parent"],
+        # Rationale: the server forks the judges, which run task code: it lives in a task-code sandbox that sees its
+        # own folder (the socket, the logs, the staged solutions) read-write and the baseline cache read-only.
+        from cuda_agent.evaluator.baselines import BaselineCache
+
+        cache = BaselineCache().dir
+        cache.mkdir(parents=True, exist_ok=True)
+        # torch.cuda.is_available() through NVML, not cuInit: a driver initialised before fork is unusable in the
+        # forked children, and the server must stay CUDA-free.
+        # Rationale: no parent-death signal (it follows the starting thread, and a pool may start the worker from a
+        # thread that ends before the process does); the server stops when its stdin's other end closes, which
+        # happens when this process ends however it ends, and its sandbox's PID namespace takes every judge along.
+        spec = TaskCodeSpec(rw=[self._dir], ro=[str(cache)], gpu=self._gpu, die_with_parent=False,
+                            env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})})
+        argv = python_argv("cuda_agent.evaluator.judge_process", "--serve", self.socket_path, "--end-with-parent")
+        try:
             # stdin: a pipe this process holds open until it ends (even by SIGKILL), when the server stops too
-            stdout=subprocess.PIPE, stderr=open(os.path.join(self._dir, "server.log"), "wb"),
-            stdin=subprocess.PIPE, start_new_session=True,
-            # torch.cuda.is_available() through NVML, not cuInit: a driver initialised before fork is unusable
-            # in the forked children, and the server must stay CUDA-free.
-            env=_child_env({"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})}),
-        )
+            with open(os.path.join(self._dir, "server.log"), "wb") as log_fh:
+                self._proc = spawn_task_code(spec, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=log_fh.fileno())
+        except SandboxError as exc:
+            raise PoolError(f"the warm evaluation worker cannot start: {exc}") from exc
         procs.register_group(self._proc.pid)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
@@ -170,7 +222,6 @@ class WarmWorker:
         (PoolError if the server itself is gone)."""
         if not self.alive:
             self.start()
-        task_id = job["task"]["id"]
         job = stamp(job)
         log_path = os.path.join(self._dir, f"eval_{os.getpid()}_{time.monotonic_ns()}.log")
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -178,7 +229,7 @@ class WarmWorker:
         try:
             conn.connect(self.socket_path)
             conn.sendall((json.dumps({"job": job, "env": env or {}, "log_path": log_path}) + "\n").encode())
-            return self._await(conn, task_id, timeout_s, log_path, start)
+            return self._await(conn, job, _left(job, timeout_s), log_path, start)
         except OSError as exc:
             raise PoolError(f"lost the warm evaluation worker: {exc}; it is restarted on the next run") from exc
         finally:
@@ -188,7 +239,9 @@ class WarmWorker:
             except OSError:
                 pass
 
-    def _await(self, conn: socket.socket, task_id: str, timeout_s: float, log_path: str, start: float) -> EvalResult:
+    def _await(self, conn: socket.socket, job: dict[str, Any], timeout_s: float, log_path: str,
+               start: float) -> EvalResult:
+        task_id = job["task"]["id"]
         deadline = start + timeout_s + KILL_GRACE_S
         buffer = b""
         pgid: int | None = None
@@ -206,17 +259,27 @@ class WarmWorker:
                 if not chunk:
                     break
                 buffer += chunk
+                if len(buffer) > MAX_REPLY_BYTES:  # the judge runs task code: its answer is bounded like any input
+                    return _died(task_id, None, _tail(log_path), time.perf_counter() - start)
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    message = json.loads(line.decode())
+                    try:
+                        message = json.loads(line.decode())
+                    except ValueError:
+                        message = None
+                    if not isinstance(message, dict):
+                        return _died(task_id, None, _tail(log_path), time.perf_counter() - start)
                     if "pid" in message:
-                        pgid = int(message["pid"])
-                        candidate = message.get("candidate_pgid")
+                        if pgid is not None or candidate is not None:
+                            continue  # Rationale: the first is the server's fork, before task code ran; not later ones
+                        # pids inside the server's sandbox: the host's processes of that number are others'
+                        pgid = self._host_pid(message.get("pid"))
+                        candidate = self._host_pid(message.get("candidate_pgid"))
                         for group in (pgid, candidate):
                             if group is not None:
-                                procs.register_group(int(group))
+                                procs.register_group(group)
                     elif "result" in message:
-                        return EvalResult.from_dict(message["result"])
+                        return _accepted(message, job, log_path, time.perf_counter() - start)
                     elif "error" in message:
                         return failure(task_id, "eval_error", f"the judge failed: {message['error']}"[:2000],
                                        log=_tail(log_path), total_seconds=time.perf_counter() - start)
@@ -224,8 +287,30 @@ class WarmWorker:
         finally:
             for group in (pgid, candidate):
                 if group is not None:
-                    kill_group(int(group))
-                    procs.unregister_group(int(group))
+                    kill_group(group)
+                    procs.unregister_group(group)
+
+    def _host_pid(self, inside: Any) -> int | None:
+        """The host pid of the server's descendant whose pid in its own namespace is ``inside`` (None when there is
+        none: a number the sandbox names is never signalled as a host pid)."""
+        if self._proc is None or not isinstance(inside, int) or isinstance(inside, bool) or inside <= 0:
+            return None
+        depth = len(_nspids(self._proc.pid)) + 1  # the server's namespace, one below bubblewrap's
+        for pid in procs.descendants(self._proc.pid):
+            numbers = _nspids(pid)
+            if len(numbers) == depth and numbers[-1] == inside:
+                return pid
+        return None
+
+
+def _nspids(pid: int) -> list[int]:
+    """A process's pids from this process's namespace down to its own (/proc/PID/status ``NSpid``)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            line = next((x for x in fh if x.startswith("NSpid:")), "")
+        return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        return []
 
 
 __all__ = ["EvalTimeoutError", "KILL_GRACE_S", "WarmWorker", "kill_group", "run_isolated"]

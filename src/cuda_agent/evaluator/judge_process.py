@@ -40,15 +40,23 @@ def _apply_env(env: dict[str, str] | None) -> None:
         os.environ.update({str(k): str(v) for k, v in env.items()})
 
 
+def _reply(job: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation's result and the baseline records it measured (the trusted caller checks and stores them)."""
+    from cuda_agent.evaluator.baselines import handed_back
+
+    result = pipeline.run_job(job)
+    return {"result": result, "baselines": handed_back()}
+
+
 def run_file_job(job_path: str, result_path: str) -> int:
-    """Evaluate the job in ``job_path`` and write the result to ``result_path``."""
+    """Evaluate the job in ``job_path`` and write the reply (`_reply`) to ``result_path``."""
     with open(job_path) as fh:
         payload = json.load(fh)
     _apply_env(payload.get("env"))
-    result = pipeline.run_job(payload["job"])
+    reply = _reply(payload["job"])
     tmp = result_path + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump(result, fh)
+        json.dump(reply, fh)
     os.replace(tmp, result_path)
     return 0
 
@@ -85,7 +93,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket, spare: Any) -> None
             os.dup2(fd, 1)
             os.dup2(fd, 2)
         _apply_env(request.get("env"))
-        _send(conn, {"result": pipeline.run_job(request["job"])})
+        _send(conn, _reply(request["job"]))
         code = 0
     except BaseException as exc:  # noqa: BLE001 - report, then exit
         try:
@@ -124,14 +132,57 @@ def _end_with_parent() -> None:
                 pass
         except OSError:
             pass
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        # In its sandbox the server is bubblewrap's command, in the group of the namespace's init (pid 1), where
+        # killpg would mean "every process"; its own end ends the namespace's init, and the kernel then kills every
+        # process of the namespace (the judges and the candidates' sandboxes).
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True, name="end-with-parent").start()
 
 
+def _children() -> list[int]:
+    found: list[int] = []
+    for path in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{path}/children") as fh:
+                found += [int(x) for x in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _sweep(judges: dict[int, int | None], keep: set[int]) -> None:
+    """Kill every child of the server that is neither a running judge nor a spare candidate process: what a judge
+    left behind (a process of the task's code that started a session of its own outlives the judge's group, and
+    comes here, the server being the subreaper). Rationale: judges share this sandbox's uid and PID namespace, so a
+    leftover could otherwise trace the next judge."""
+    for pid in list(judges):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            del judges[pid]
+    running = set(judges) | {c for c in judges.values() if c is not None} | keep
+    for child in _children():
+        if child in running:
+            continue
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.kill(child, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
+    import ctypes
+
     if end_with_parent:
         _end_with_parent()
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: judges' orphans come here
     _preload()
     if torch.cuda.is_initialized():
         raise RuntimeError("the warm worker initialised CUDA before forking; forked evaluations could not use it")
@@ -148,8 +199,10 @@ def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
     spares = [s for s in (_new_spare() for _ in range(SPARES)) if s is not None]
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+    judges: dict[int, int | None] = {}  # running judge -> the spare candidate process it adopted
     while True:
         conn, _ = listener.accept()
+        _sweep(judges, {s.pgid for s in spares})
         spare = spares.pop(0) if spares else None
         pid = os.fork()
         if pid == 0:
@@ -159,6 +212,7 @@ def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
                 os.close(other.status_fd)
             _serve_one(conn, listener, spare)
         conn.close()
+        judges[pid] = spare.pgid if spare is not None else None
         if spare is not None:
             os.close(spare.sock_fd)  # the judge owns it now
             os.close(spare.status_fd)

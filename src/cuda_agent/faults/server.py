@@ -70,18 +70,18 @@ class ServeProcess:
         self.output = output
 
     @classmethod
-    def start(cls, *, store: str, standin_s: float = 0.05, gpus: Sequence[str] = ("0", "1"),
+    def start(cls, *, store: str, standin_s: float | None = 0.05, gpus: Sequence[str] = ("0", "1"),
               args: Sequence[str] = (), env: Mapping[str, str] | None = None, timeout_s: float = 120.0) -> "ServeProcess":
         """Start the server and wait (at most ``timeout_s``) for its 'listening on' line (no ``gpus``: no
-        ``--gpus`` flag, the stand-in's default).
+        ``--gpus`` flag, the stand-in's default; ``standin_s=None``: the real evaluator).
 
         Raises `PoolError` with the server's output if it does not come up."""
         src = str(Path(__file__).resolve().parents[2])
         full_env = {**os.environ, **(env or {})}
         full_env["PYTHONPATH"] = src + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
         full_env.pop("CUDA_AGENT_SERVE_TOKEN", None)
-        argv = [sys.executable, "-m", "cuda_agent.cli.main", "serve", "--host", HOST, "--port", "0", "--standin",
-                str(standin_s), *(["--gpus", ",".join(gpus)] if gpus else []), "--store", store, *args]
+        argv = [sys.executable, "-m", "cuda_agent.cli.main", "serve", "--host", HOST, "--port", "0",
+                *(["--standin", str(standin_s)] if standin_s is not None else []), *(["--gpus", ",".join(gpus)] if gpus else []), "--store", store, *args]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
                                 bufsize=1)
         output: list[str] = []

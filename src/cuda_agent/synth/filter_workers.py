@@ -2,17 +2,26 @@
 
 torch.compile spends seconds of CPU per candidate, so candidates are filtered in parallel. A candidate that runs
 past its cap (a compile that never ends) has its worker killed and replaced; the candidate is rejected as
-``timeout`` with the phase it was in. Workers share one lock around timing, so that runtimes measured on a shared
-GPU are not inflated by another worker's kernels. Workers are spawned (not forked): CUDA does not survive a fork.
+``timeout`` with the phase it was in. Workers share one lock around timing (a file lock, each on a descriptor of
+its own), so that runtimes measured on a shared GPU are not inflated by another worker's kernels.
+
+A candidate task is model-written code (`--composer llm`), so each worker is a fresh interpreter in a task-code
+sandbox (`cuda_agent.sandbox.task_code`: no host file, secret or network), speaking JSON lines on its stdin and
+stdout; whatever it answers is checked before it is believed (`_result`).
 """
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
-import multiprocessing as mp
 import os
+import select
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from dataclasses import dataclass, fields
+from multiprocessing.connection import wait
 from typing import Any
 
 from cuda_agent.errors import PoolError
@@ -21,8 +30,62 @@ from cuda_agent.synth.filters import FilterConfig, FilterResult
 log = logging.getLogger(__name__)
 
 
-def _worker_main(conn: Connection, config: dict[str, Any], lock: Any, env: dict[str, str]) -> None:
-    os.environ.update(env)
+class _FileLock:
+    """The shared timing lock: ``flock`` on this worker's own descriptor of one file."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __enter__(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+class _Wire:
+    """JSON lines over a pipe pair: ``send``, ``recv`` (EOFError at the end), ``poll``, ``fileno`` (for `wait`)."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._r, self._w = read_fd, write_fd
+        self._buffer = b""
+
+    def fileno(self) -> int:
+        return self._r
+
+    def send(self, obj: Any) -> None:
+        data = (json.dumps(obj) + "\n").encode()
+        while data:
+            data = data[os.write(self._w, data):]
+
+    def poll(self) -> bool:
+        return b"\n" in self._buffer or bool(select.select([self._r], [], [], 0)[0])
+
+    def recv(self) -> Any:
+        while b"\n" not in self._buffer:
+            chunk = os.read(self._r, 1 << 16)
+            if not chunk:
+                raise EOFError
+            self._buffer += chunk
+            if len(self._buffer) > 64 << 20:
+                raise EOFError
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def worker_main(lock_fd: int) -> None:
+    """In the sandbox: read the config, then candidates, from stdin; answer on a private copy of stdout (the
+    candidates' own prints go to stderr)."""
+    wire = _Wire(0, os.dup(1))
+    os.dup2(2, 1)
+    config = wire.recv()
     from cuda_agent.synth.filters import FilterConfig, run_filters
 
     import torch  # noqa: F401  (imported before the first job, so its import is not charged to a candidate)
@@ -32,18 +95,40 @@ def _worker_main(conn: Connection, config: dict[str, Any], lock: Any, env: dict[
     cfg = FilterConfig(**config)
     if cfg.check_compile:
         warm_up(cfg)
-    conn.send(("ready", -1, ""))
+    lock = _FileLock(lock_fd)
+    wire.send(["ready", -1, ""])
     while True:
         try:
-            job = conn.recv()
+            job = wire.recv()
         except EOFError:
             return
         if job is None:
             return
         index, code = job
-        conn.send(("phase", index, "start"))
-        result = run_filters(code, cfg, phase=lambda p, i=index: conn.send(("phase", i, p)), timing_lock=lock)
-        conn.send(("done", index, result.to_dict()))
+        wire.send(["phase", index, "start"])
+        result = run_filters(code, cfg, phase=lambda p, i=index: wire.send(["phase", i, p]), timing_lock=lock)
+        wire.send(["done", index, result.to_dict()])
+
+
+def _result(payload: Any, code: str) -> FilterResult:
+    """The worker's verdict, checked: known fields of the right types, and the code it hands back is the candidate's
+    own with at most its size constant changed (a worker runs the candidate's code, so its word is the candidate's)."""
+    from cuda_agent.synth.filters import scaling_constant, set_constant, size_constants
+
+    if not isinstance(payload, dict) or set(payload) - {f.name for f in fields(FilterResult)}:
+        return FilterResult.reject("worker_crashed", "the worker's answer is malformed")
+    try:
+        result = FilterResult(**payload)
+    except TypeError:
+        return FilterResult.reject("worker_crashed", "the worker's answer is malformed")
+    if not isinstance(result.ok, bool) or not isinstance(result.reason, str) or not isinstance(result.code, str):
+        return FilterResult.reject("worker_crashed", "the worker's answer is malformed")
+    if result.ok and result.code != code:
+        name = scaling_constant(code)
+        value = size_constants(result.code).get(name or "")
+        if name is None or value is None or set_constant(code, name, value) != result.code:
+            return FilterResult.reject("worker_crashed", "the worker handed back code that is not the candidate's")
+    return result
 
 
 def warm_up(config: FilterConfig) -> None:
@@ -62,7 +147,7 @@ def warm_up(config: FilterConfig) -> None:
 @dataclass
 class _Slot:
     process: Any
-    conn: Connection
+    conn: _Wire
     index: int | None = None
     started: float = 0.0
     phase: str = ""
@@ -84,18 +169,28 @@ class WorkerPool:
         self.timeout_s = timeout_s
         self.startup_s = startup_s
         self.env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "OMP_NUM_THREADS": "1", **(env or {})}
-        self._ctx = mp.get_context("spawn")
-        self._lock = self._ctx.Lock()
+        self._codes: dict[int, str] = {}
+        self._lock_path = tempfile.mkstemp(prefix="cuda-agent-synth-lock-")[1]
         self._slots = [self._spawn() for _ in range(workers)]
 
     def _spawn(self) -> _Slot:
-        parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(
-            target=_worker_main, args=(child, self.config.to_dict(), self._lock, self.env), daemon=True
-        )
-        process.start()
-        child.close()
-        return _Slot(process, parent)
+        from cuda_agent.sandbox.task_code import TaskCodeSpec, python_argv, spawn_task_code
+
+        lock_fd = os.open(self._lock_path, os.O_RDWR)
+        spec = TaskCodeSpec(gpu=self.config.device != "cpu", env=self.env)
+        try:
+            process = spawn_task_code(spec, python_argv("cuda_agent.synth.filter_workers", str(lock_fd)),
+                                      pass_fds=(lock_fd,), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except Exception as exc:  # SandboxError: candidate tasks are never run outside the sandbox
+            raise PoolError(f"cannot start a sandboxed filter worker: {exc}") from exc
+        finally:
+            os.close(lock_fd)
+        assert process.stdin is not None and process.stdout is not None
+        wire = _Wire(os.dup(process.stdout.fileno()), os.dup(process.stdin.fileno()))
+        process.stdin.close()
+        process.stdout.close()
+        wire.send(self.config.to_dict())
+        return _Slot(_Process(process), wire)
 
     @property
     def idle(self) -> int:
@@ -109,7 +204,8 @@ class WorkerPool:
         """Give a candidate to an idle worker; raises `PoolError` if none is idle."""
         for slot in self._slots:
             if slot.index is None:
-                slot.conn.send((index, code))
+                slot.conn.send([index, code])
+                self._codes[index] = code
                 slot.index, slot.started, slot.phase = index, time.monotonic(), "queued"
                 return
         raise PoolError("no idle worker: poll for results before submitting more")
@@ -124,6 +220,7 @@ class WorkerPool:
                 try:
                     while slot.index is not None and slot.conn.poll():
                         kind, index, payload = slot.conn.recv()
+                        code = self._codes.get(slot.index, "")
                         if kind == "ready":
                             slot.ready = True
                         elif kind == "phase":
@@ -131,9 +228,10 @@ class WorkerPool:
                                 slot.started = time.monotonic()
                             slot.phase = payload
                         elif index == slot.index:
-                            done.append((index, FilterResult(**payload)))
+                            done.append((index, _result(payload, code)))
+                            self._codes.pop(index, None)
                             slot.index = None
-                except (EOFError, OSError):
+                except (EOFError, OSError, ValueError, TypeError):
                     done.append((slot.index, FilterResult.reject("worker_crashed", f"worker died in phase {slot.phase}")))  # type: ignore[arg-type]
                     self._replace(slot)
         now = time.monotonic()
@@ -167,9 +265,41 @@ class WorkerPool:
                 slot.process.kill()
                 slot.process.join(timeout=5)
             slot.conn.close()
+        try:
+            os.unlink(self._lock_path)
+        except OSError:
+            pass
 
     def __enter__(self) -> "WorkerPool":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Process:
+    """A sandboxed worker with the few `multiprocessing.Process` verbs the pool uses."""
+
+    def __init__(self, popen: "subprocess.Popen[bytes]") -> None:
+        self.popen = popen
+
+    def kill(self) -> None:
+        import signal
+
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+if __name__ == "__main__":
+    worker_main(int(sys.argv[1]))

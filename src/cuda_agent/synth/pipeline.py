@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 from cuda_agent.errors import ConfigError
 from cuda_agent.synth.compose import Composed
 from cuda_agent.synth.decontam import SimilarityIndex, kernelbench_index, model_signature
-from cuda_agent.synth.filters import REASONS, FilterConfig, FilterResult, run_filters, static_check
+from cuda_agent.synth.filters import REASONS, FilterConfig, FilterResult, static_check
 
 log = logging.getLogger(__name__)
 
@@ -245,11 +245,10 @@ class SynthRun:
                 accepted.add(str(r.index), r.code)
         writer = _StateWriter(self.state, fingerprint)
         limit = cfg.max_candidates if cfg.max_candidates is not None else 10 * cfg.n + 20
-        pool = None
-        if cfg.workers > 0:
-            from cuda_agent.synth.filter_workers import WorkerPool
+        from cuda_agent.synth.filter_workers import WorkerPool
 
-            pool = WorkerPool(cfg.workers, cfg.filters, cfg.task_timeout_s)
+        # Rationale: a candidate is model-written code; it runs only in a sandboxed worker, never in this process
+        pool = WorkerPool(max(1, cfg.workers), cfg.filters, cfg.task_timeout_s)
         in_flight: dict[int, tuple[Composed, str, float]] = {}
         n_accepted = sum(r.accepted for r in records)
 
@@ -267,7 +266,7 @@ class SynthRun:
             while True:
                 out_of_time = cfg.time_budget_s is not None and time.monotonic() - start > cfg.time_budget_s
                 can_submit = (not out_of_time and n_accepted < cfg.n and index < limit
-                              and (pool.idle > 0 if pool else not in_flight))
+                              and pool.idle > 0)
                 if can_submit:
                     if index not in done:
                         self._prepare(index, accepted, in_flight, decide, pool)
@@ -275,18 +274,13 @@ class SynthRun:
                     continue
                 if not in_flight:
                     break
-                if pool is None:
-                    (i, (composed, nearest, score)), = in_flight.items()
-                    results = [(i, run_filters(composed.code, cfg.filters))]
-                else:
-                    results = pool.poll(0.5)
+                results = pool.poll(0.5)
                 for i, result in results:
                     composed, nearest, score = in_flight.pop(i)
                     decide(self._verdict(composed, result, nearest, score, accepted))
         finally:
             writer.close()
-            if pool is not None:
-                pool.close()
+            pool.close()
             write_parquet(records, self.out, seed=cfg.seed, device=cfg.filters.device)
         counts = Counter(r.reason for r in records if not r.accepted)
         summary = SynthSummary(

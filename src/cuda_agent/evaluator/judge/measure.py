@@ -101,10 +101,17 @@ def set_bytes(inputs: list[Any], outputs: list[Any]) -> int:
 
 
 def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, batch: int) -> str:
-    from cuda_agent.evaluator.baselines import baseline_key, environment_key_parts
+    from cuda_agent.evaluator.baselines import baseline_key
+
+    return baseline_key(task_hash, **_key_parts(config, device, batch))
+
+
+def _key_parts(config: EvalConfig, device: torch.device, batch: int) -> dict[str, Any]:
+    """What a baseline key is made of besides the task (kept in the record: the trusted caller recomputes the key)."""
+    from cuda_agent.evaluator.baselines import environment_key_parts
 
     settings = {"timer": "batched", "tf32": False, "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
-    return baseline_key(task_hash, settings=settings, **environment_key_parts(device))
+    return {"settings": settings, **environment_key_parts(device)}
 
 
 BASELINE_REQUESTS = 15
@@ -134,7 +141,8 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
         with exact_fp32():  # the precision fp32 tasks are held to (the evaluator README's precision contract)
             return measure_baselines(ref_model, sets, key=key, breakdown=device.type == "cuda", timer=_batched_timer)
 
-    return BaselineCache(config.baseline_cache_dir).get_or_measure(key, measure, refresh=refresh)
+    return BaselineCache(config.baseline_cache_dir).get_or_measure(
+        key, measure, {"task": task_hash, **_key_parts(config, device, batch)}, refresh=refresh)
 
 
 def drift_factor(paired_ms: float, cached_ms: float) -> float:

@@ -27,7 +27,7 @@ from cuda_agent.errors import SandboxError, TaskError
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, precision, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
-from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, solution_kind
+from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, restore, solution_kind
 from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Session
 from cuda_agent.evaluator.judge.static_hints import scan_source
 from cuda_agent.evaluator.judge.values import encode
@@ -90,7 +90,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     waited = max(0.0, time.time() - float(job.get("started_unix", time.time())))  # the caller's clock started first
     deadline = time.monotonic() + config.timeout_s - waited
     try:
-        result = Evaluation(task, solution, config, deadline).run()
+        result = Evaluation(task, solution, config, deadline, staged=job.get("prepared")).run()
     except PrepareError as exc:
         result = failure(task.id, exc.stage, exc.reason, log=exc.log, build_seconds=exc.build_seconds)
     except SandboxError as exc:
@@ -102,7 +102,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the judge must always answer
         result = failure(task.id, "eval_error", f"evaluator error: {type(exc).__name__}: {exc}",
                          log=traceback.format_exc())
-    kind = result.solution_kind
+    kind = result.solution_kind or (job.get("prepared") or {}).get("fields", {}).get("kind", "")
     if not kind:
         try:
             kind = solution_kind(solution)
@@ -114,8 +114,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 class Evaluation:
-    def __init__(self, task: Task, solution: Path, config: EvalConfig, deadline: float) -> None:
+    def __init__(self, task: Task, solution: Path, config: EvalConfig, deadline: float, *,
+                 staged: dict[str, Any] | None = None) -> None:
         self.task = task
+        self.staged = staged  # the solution as the trusted caller checked and built it (`evaluator.trusted.stage`)
         self.solution = solution
         self.config = config
         self.deadline = deadline
@@ -190,7 +192,10 @@ class Evaluation:
         self.batch, self.max_batch = self._batch_sizes(ref_model, probe_inputs, per_set)
 
         clock.start("build")
-        prepared = prepare(self.solution, self.task, config, scratch, sandboxed=sandboxed, gpu=self.cuda)
+        if self.staged is not None:
+            prepared = restore(self.staged, scratch)
+        else:  # the judge in the caller's own process (`evaluate_in_process`, debugging)
+            prepared = prepare(self.solution, self.task, config, scratch, sandboxed=sandboxed, gpu=self.cuda)
         state.notes.extend(prepared.notes)
         if config.mode == "strict" and prepared.library is None and prepared.inline_dir is None and \
                 not prepared.jit_kernels:

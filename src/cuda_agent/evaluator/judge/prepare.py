@@ -106,6 +106,28 @@ def _prepare_jit(prepared: Prepared, config: EvalConfig, scratch: Path, *, sandb
         prepared.notes.append(jit.stage_helper(scratch, cache, sandboxed=sandboxed, gpu=gpu))
 
 
+def restore(staged: dict, scratch: Path) -> Prepared:
+    """The solution the trusted caller checked and built (`cuda_agent.evaluator.trusted.stage`), copied from its
+    staging folder into the candidate's ``scratch``: exactly the files the caller listed, each with the SHA-256 it
+    recorded (a file changed since, a link or a missing file is refused: PrepareError)."""
+    import hashlib
+
+    stage = Path(staged["stage"])
+    for rel, digest in dict(staged.get("files", {})).items():
+        source, target = stage / rel, scratch / rel
+        if ".." in Path(rel).parts or source.is_symlink() or not source.is_file():
+            raise PrepareError("eval_error", f"the staged solution's {rel} is missing or not a regular file")
+        data = source.read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise PrepareError("eval_error", f"the staged solution's {rel} changed after it was built")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    fields = dict(staged["fields"])
+    fields["own_kernels"] = tuple(fields.get("own_kernels", ()))
+    fields["notes"] = list(fields.get("notes", ()))
+    return Prepared(scratch=scratch, **fields)
+
+
 def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: Path, *,
                        sandboxed: bool) -> Prepared:
     from cuda_agent.workspace import Workspace

@@ -1,0 +1,149 @@
+"""Task code is untrusted: a hostile task through `cuda-agent eval`, and a SIGKILL of `cuda-agent eval` mid-call.
+
+Adds to benchmarks/results/sandbox.json (the sandbox overhead's metrics are kept):
+
+- ``task_code_host_read_attempts``: reads the hostile task attempts (secret-looking environment variables, host
+  files, ``$HOME/.ssh``, the cache, the checkout, a host port), in each of its 5 phases;
+- ``task_code_host_reads_blocked``: those whose canary reached no output (stdout, the JSON result) and no port;
+- ``task_code_host_writes``: files it managed to write into ``$HOME``, the cache or the checkout;
+- ``eval_sigkill_survivors``: processes of `cuda-agent eval` alive 5 s after it was SIGKILLed during a call;
+- ``judge_sandbox_start_ms``: the median cost of starting a Python in the judge's sandbox, beyond a plain one;
+- the evaluation's ``phase_seconds`` (the judge's phases) and the caller's staging time, in details;
+- with ``--compare TASK SOLUTION``: what the judge's sandbox costs, phase by phase: ``--n-compare`` evaluations with
+  the judge sandboxed (`evaluate`, spawned, as `cuda-agent eval` does) and as many with the judge in this process
+  (`evaluate_in_process`; the candidate sandboxed in both), medians per phase and of the total
+  (``judge_sandbox_total_s`` less ``judge_host_total_s``).
+
+    PYTHONPATH=src python3 benchmarks/sandbox_task_code.py [--device cpu|cuda] [--profile]
+        [--compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from cuda_agent.benchmarks_io import results_dir, write_result
+from cuda_agent.faults.cli_probes import run_cli
+from cuda_agent.faults.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
+from cuda_agent.sandbox.task_code import TaskCodeSpec, interpreter, spawn_task_code
+
+
+def _start_ms(n: int) -> tuple[float, float]:
+    """Median ms of `python -c pass`: in the judge's sandbox, and plainly."""
+    boxed, plain = [], []
+    for _ in range(n):
+        started = time.perf_counter()
+        spawn_task_code(TaskCodeSpec(), [interpreter(), "-c", "pass"]).wait()
+        boxed.append((time.perf_counter() - started) * 1e3)
+        started = time.perf_counter()
+        subprocess.run([interpreter(), "-c", "pass"], check=True)
+        plain.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(boxed), statistics.median(plain)
+
+
+def hostile_eval(device: str, profile: bool, work: Path) -> tuple[dict, dict]:
+    with HostileSetup() as setup:
+        task, solution, out = work / "task.py", work / "sol.py", work / "out.json"
+        task.write_text(setup.task_code())
+        solution.write_text(SOLUTION)
+        args = ["eval", "--task", str(task), "--solution", str(solution), "--device", device, "--mode", "relaxed",
+                "--json", str(out)]
+        ran = run_cli(args + ([] if profile else ["--no-profile"]), env=setup.env(), timeout_s=900)
+        result = json.loads(out.read_text()) if out.is_file() else {}
+        report = setup.assess([ran.output, *read_outputs([out])], phases=len(PHASES))
+        report["stage"] = result.get("stage")
+        report["left"] = ran.left
+    return report, result
+
+
+def sigkill_survivors(device: str, work: Path) -> list[int]:
+    with HostileSetup() as setup:
+        (work / "task.py").write_text(setup.task_code())
+    (work / "hang.py").write_text(SOLUTION.replace("return torch.relu", "import time\n        time.sleep(600)\n"
+                                                   "        return torch.relu"))
+    ran = run_cli(["eval", "--task", str(work / "task.py"), "--solution", str(work / "hang.py"), "--device", device,
+                   "--mode", "relaxed", "--no-profile", "--timeout", "500"], signal_after_s=25, sig=signal.SIGKILL,
+                  after_process="ca_runner.boot", timeout_s=300)
+    return ran.left
+
+
+def compare(task_spec: str, solution: str, device: str, n: int) -> dict:
+    """Median seconds per phase (and of the whole call) with the judge sandboxed and with it in this process."""
+    from cuda_agent.evaluator import EvalConfig, evaluate
+    from cuda_agent.evaluator.api import evaluate_in_process
+    from cuda_agent.tasks import resolve_task
+
+    task = resolve_task(task_spec)
+    config = EvalConfig(mode="relaxed", device=device)
+    runs: dict[str, list[dict]] = {"sandboxed": [], "host": []}
+    evaluate(task, solution, config)  # untimed: the baselines cached, so that neither side measures them
+    for _ in range(n):  # interleaved, so that a drift of the machine falls on both
+        for name, run in (("sandboxed", evaluate), ("host", evaluate_in_process)):
+            started = time.perf_counter()
+            result = run(task, solution, config)
+            phases = dict((result.extra or {}).get("phase_seconds") or {})
+            phases["stage"] = ((result.extra or {}).get("caller_seconds") or {}).get("stage", 0.0)
+            phases["total"] = time.perf_counter() - started
+            phases["result_stage"] = result.stage
+            runs[name].append(phases)
+    out: dict = {"task": task.id, "solution": solution, "n": n, "stages": {k: [r["result_stage"] for r in v]
+                                                                           for k, v in runs.items()}}
+    names = sorted({k for v in runs.values() for r in v for k in r if k != "result_stage"})
+    for name in names:
+        values = {k: statistics.median([float(r.get(name, 0.0)) for r in v]) for k, v in runs.items()}
+        out[name] = {"sandboxed_s": round(values["sandboxed"], 4), "host_s": round(values["host"], 4),
+                     "cost_s": round(values["sandboxed"] - values["host"], 4)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU host")
+    parser.add_argument("--profile", action="store_true", help="time the solution too (phase_seconds of a timed run)")
+    parser.add_argument("--n", type=int, default=10, help="sandbox start-up runs")
+    parser.add_argument("--compare", nargs=2, metavar=("TASK", "SOLUTION"),
+                        help="also measure the judge sandbox's cost per phase on this task and solution")
+    parser.add_argument("--n-compare", type=int, default=3, help="evaluations per side with --compare")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        report, result = hostile_eval(args.device, args.profile, Path(tmp))
+        survivors = sigkill_survivors(args.device, Path(tmp))
+    boxed, plain = _start_ms(args.n)
+    phases = compare(*args.compare, args.device, args.n_compare) if args.compare else None
+    path = results_dir() / "sandbox.json"
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    metrics = {k: v for k, v in previous.get("metrics", {}).items() if not k.startswith(("task_code_", "eval_sig",
+                                                                                          "judge_sandbox"))}
+    metrics.update({"task_code_host_read_attempts": report["read_attempts"],
+                    "task_code_host_reads_blocked": report["reads_blocked"],
+                    "task_code_host_writes": report["writes_succeeded"],
+                    "eval_sigkill_survivors": len(survivors),
+                    "judge_sandbox_start_ms": round(boxed - plain, 2)})
+    if phases is not None:
+        metrics.update({"judge_sandbox_total_s": phases["total"]["sandboxed_s"],
+                        "judge_host_total_s": phases["total"]["host_s"]})
+    details = dict(previous.get("details", {}))
+    details["overhead_command"] = previous.get("command", details.get("overhead_command", ""))
+    details["task_code"] = {
+        "device": args.device, "stage": report["stage"], "leaks": report["leaks"],
+        "connections": report["connections"], "written": report["written"], "survivor_pids": survivors,
+        "phase_seconds": (result.get("extra") or {}).get("phase_seconds"),
+        "caller_seconds": (result.get("extra") or {}).get("caller_seconds"),
+        "total_seconds": result.get("total_seconds"), "python_start_ms": {"sandboxed": boxed, "plain": plain},
+        "judge_sandbox_cost_by_phase": phases,
+        "what": "a hostile task (5 phases: module, get_init_inputs, __init__, forward, get_inputs) through "
+                "`cuda-agent eval`; a SIGKILL of `cuda-agent eval` 25 s after its candidate process started",
+    }
+    print(write_result("sandbox", metrics, extra=details))
+
+
+if __name__ == "__main__":
+    main()
