@@ -202,3 +202,14 @@ def test_wait_readable_returns_when_data_arrives_and_gives_up_after_its_budget()
     finally:
         left.close()
         right.close()
+
+
+def test_a_call_timed_below_the_clocks_resolution_is_taken_at_the_resolution() -> None:
+    """An honest fast kernel whose requests came out shorter than the median null request (noise) is not timed at
+    zero: it is taken at three robust deviations of the null spans over K, which the speed-of-light floor judges."""
+    null = _requests([1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.8, 1.0], 8, "null")
+    fast = measure.judge_times(_requests([0.95, 1.0, 0.97], 8), null, cuda=True)
+    resolution = measure.resolution_ms([s.wall_ms for s in null], 8)
+    assert resolution > 0 and fast.median_ms == pytest.approx(resolution)
+    slow = measure.judge_times(_requests([9.0, 9.0, 9.0], 8), null, cuda=True)
+    assert slow.median_ms == pytest.approx((9.0 - 1.0) / 8)

@@ -16,8 +16,10 @@ from typing import Any
 from cuda_agent.evaluator.profile import kernel_origin
 
 # PyTorch operators a strict forward may run: allocation and filling (zeros, full, ...), nothing that computes.
+# ``aten::to`` itself is a no-op where nothing changes (``h0.to(x.device)`` on the device already, seen refusing an
+# honest RNN on the H200); a real conversion runs ``aten::_to_copy`` and ``aten::copy_``, which stay refused.
 STRICT_ALLOWED_OPS = re.compile(
-    r"^aten::(empty|empty_like|empty_strided|new_empty|new_empty_strided|zeros|zeros_like|ones|ones_like|full|"
+    r"^aten::(to|empty|empty_like|empty_strided|new_empty|new_empty_strided|zeros|zeros_like|ones|ones_like|full|"
     r"full_like|fill_|zero_|resize_|new_zeros|new_ones|new_full|scalar_tensor|lift_fresh|detach|alias|view|"
     r"as_strided|reshape|_reshape_alias|expand|permute|transpose|t|squeeze|unsqueeze|select|slice|narrow|unfold|"
     r"split|chunk|unbind|flatten|unflatten|contiguous|record_stream|set_|item|_local_scalar_dense|size|stride|"

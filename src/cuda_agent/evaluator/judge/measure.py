@@ -29,7 +29,8 @@ from cuda_agent.evaluator.stats import TimingStats, median
 PAIRED_TIME_CAP_S = 0.5
 TARGET_REQUEST_MS = 2.0      # a request's calls should take about this long on the reference's time ...
 MAX_BATCH = 64               # ... with at most this many calls (and input sets) per request
-SET_MEMORY_FRACTION = 0.25   # all of a request's buffer sets within this fraction of the device's memory
+SET_MEMORY_FRACTION = 0.15   # all of a request's buffer sets within this fraction of the device's memory ...
+FREE_MEMORY_FRACTION = 0.25  # ... and of what is free when the evaluation starts (others may share the device)
 
 
 MIN_CALL_MS = 1e-4           # a call's time is never taken below 0.1 us (the speed-of-light floor judges such times)
@@ -39,13 +40,27 @@ def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> Timing
     """The candidate's per-call times on the judge's clock: each timed request's span less the median span of the
     null requests with as many calls, over the request's calls. Raises ValueError without timed requests."""
     overheads: dict[int, float] = {}
+    floors: dict[int, float] = {}
     for calls in {s.calls for s in samples}:
         same = [n.wall_ms for n in null if n.calls == calls]
         overheads[calls] = median(same) if same else 0.0
-    times = [max(s.wall_ms - overheads[s.calls], MIN_CALL_MS * s.calls) / max(1, s.calls) for s in samples]
+        floors[calls] = max(resolution_ms(same, calls), MIN_CALL_MS)
+    times = [max((s.wall_ms - overheads[s.calls]) / max(1, s.calls), floors[s.calls]) for s in samples]
     spans = sorted(s.wall_ms / max(1, s.calls) for s in samples)
     return TimingStats.from_samples(times, clock="judge" if cuda else "judge_cpu",
                                     host_median_ms=spans[len(spans) // 2] if spans else None)
+
+
+def resolution_ms(null_spans: list[float], calls: int) -> float:
+    """The smallest per-call time the judge's clock tells from nothing: three robust deviations of the null
+    requests' spans, over the calls of a request. A call timed below it is taken at it (never faster than the clock
+    can see: seen on the H200, 2026-12-03, an honest 30 us kernel at K = 8 came out below 0 and was refused by the
+    speed-of-light rule)."""
+    if len(null_spans) < 2:
+        return 0.0
+    centre = median(null_spans)
+    mad = median([abs(x - centre) for x in null_spans])
+    return 3.0 * 1.4826 * mad / max(1, calls)
 
 
 def reported_per_call_ms(samples: list[Sample]) -> float:
@@ -63,7 +78,9 @@ def breakdown(samples: list[Sample]) -> dict[str, float]:
 def batch_size(reference_ms: float, per_set_bytes: int, device: torch.device) -> int:
     """K, the calls per request: a power of two (so the baseline cache key stays put when the reference's time
     wobbles) making a request about `TARGET_REQUEST_MS` of the reference's time, at most `MAX_BATCH`, and within
-    `SET_MEMORY_FRACTION` of the device's memory. 1 for references slower than the target."""
+    `SET_MEMORY_FRACTION` of the device's memory and `FREE_MEMORY_FRACTION` of what is free (measured on the H200,
+    2026-12-03: a quarter of the memory for each of three evaluations at once ran 13 of 41 out of memory). 1 for
+    references slower than the target."""
     want = 1
     if reference_ms > 0 and math.isfinite(reference_ms):
         while want < MAX_BATCH and want * 2 * reference_ms <= TARGET_REQUEST_MS:
@@ -71,7 +88,8 @@ def batch_size(reference_ms: float, per_set_bytes: int, device: torch.device) ->
     else:
         want = MAX_BATCH
     if device.type == "cuda" and per_set_bytes > 0:
-        budget = int(torch.cuda.get_device_properties(device).total_memory * SET_MEMORY_FRACTION)
+        free, total = torch.cuda.mem_get_info(device)
+        budget = int(min(total * SET_MEMORY_FRACTION, free * FREE_MEMORY_FRACTION))
         while want > 1 and want * per_set_bytes > budget:
             want //= 2
     return want
