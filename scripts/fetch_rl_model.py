@@ -9,10 +9,14 @@ tokenizer, block count, embedding length), records its sha256 and prints what th
 data of unknown provenance: never a dependency of cuda-agent, never in the repository; the wheels are only
 unzipped, never installed or imported.
 
-``--pieces DIR`` also cuts the GGUF into pieces of at most ``--piece-mib`` MiB (default 60) in DIR, for carrying it
-to a device machine one call at a time (`cat DIR/piece-* > model.gguf` joins them; DIR/SHA256 checks the result).
+``--pieces DIR`` also cuts the GGUF into pieces of at most ``--piece-mib`` MiB (default 53: a piece plus the
+repository's ~5 MB working tree stays under a device call's 64 MiB) in DIR, for carrying it to a device machine one
+call at a time (`cat DIR/piece-* > model.gguf` joins them; DIR/SHA256 checks the result), and writes DIR/extra.tgz:
+the tokenizer converted from the GGUF (`cuda_agent.rl.onegpu.gguf_tokenizer`, a minute or more of Python that the
+GPU host then skips; needs transformers and the ``gguf`` package) and the ``gguf`` wheel (``--gguf-version``),
+which the GPU image lacks.
 
-    PYTHONPATH=src python3 scripts/fetch_rl_model.py [--cache DIR] [--pieces .rlmodel]
+    PYTHONPATH=src python3 scripts/fetch_rl_model.py [--cache DIR] [--pieces .rlmodel [--piece-mib 53]]
 
 Cache: ``$CUDA_AGENT_CACHE/models`` or ``~/.cache/cuda-agent/models``. Last line of output: the GGUF's path.
 Exit codes: 0 ok, 1 a download or the header check failed, 2 bad arguments.
@@ -109,11 +113,31 @@ def cut(path: Path, folder: Path, piece_mib: int, digest: str) -> list[Path]:
     return pieces
 
 
+def extra_bundle(gguf: Path, folder: Path, gguf_version: str) -> Path:
+    """``folder/extra.tgz``: ``tokenizer/`` (converted from the GGUF, cached beside it) and ``wheels/gguf-*.whl``."""
+    import tarfile
+    import tempfile
+
+    from cuda_agent.rl.onegpu import gguf_tokenizer, tokenizer_folder
+
+    gguf_tokenizer(gguf)
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = Path(tmp) / "wheels"
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                        f"gguf=={gguf_version}", "-d", str(wheels)], check=True)
+        bundle = folder / "extra.tgz"
+        with tarfile.open(bundle, "w:gz") as tar:
+            tar.add(tokenizer_folder(gguf), arcname="tokenizer")
+            tar.add(wheels, arcname="wheels")
+    return bundle
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", help="model folder (default $CUDA_AGENT_CACHE/models or ~/.cache/cuda-agent/models)")
     parser.add_argument("--pieces", type=Path, help="also cut the GGUF into pieces in this folder")
-    parser.add_argument("--piece-mib", type=int, default=60, help="largest piece in MiB (default 60)")
+    parser.add_argument("--piece-mib", type=int, default=53, help="largest piece in MiB (default 53)")
+    parser.add_argument("--gguf-version", default="0.19.0", help="the gguf wheel put in extra.tgz")
     args = parser.parse_args()
     if not 1 <= args.piece_mib <= 63:
         parser.error("--piece-mib must be between 1 and 63")
@@ -140,7 +164,9 @@ def main() -> int:
           f"{summary['quantisation']}, {summary['file_bytes'] / 2**20:.1f} MiB)", file=sys.stderr)
     if args.pieces:
         pieces = cut(gguf, args.pieces, args.piece_mib, summary["sha256"])
-        print(f"{len(pieces)} pieces of at most {args.piece_mib} MiB in {args.pieces}", file=sys.stderr)
+        bundle = extra_bundle(gguf, args.pieces, args.gguf_version)
+        sizes = ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f}" for p in pieces + [bundle])
+        print(f"{len(pieces)} pieces of at most {args.piece_mib} MiB in {args.pieces} (MiB: {sizes})", file=sys.stderr)
     print(gguf)
     return 0
 

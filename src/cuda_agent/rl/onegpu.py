@@ -51,13 +51,36 @@ def load_base(model: str | Path, device: str, dtype: torch.dtype) -> tuple[Any, 
         raise FileNotFoundError(f"{path}: no such model file or folder")
     if path.suffix == ".gguf":
         folder, extra = str(path.parent), {"gguf_file": path.name}
+        tokenizer = gguf_tokenizer(path)
     else:
         folder, extra = str(path), {}
-    tokenizer = AutoTokenizer.from_pretrained(folder, **extra)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **extra)
     return lm.to(device), tokenizer
+
+
+def tokenizer_folder(gguf: Path) -> Path:
+    """Where the tokenizer converted from ``gguf`` is kept: ``<file>.tokenizer/`` beside it."""
+    return gguf.with_name(gguf.name + ".tokenizer")
+
+
+def gguf_tokenizer(gguf: Path) -> Any:
+    """The GGUF's tokenizer. transformers builds it from the header's 150k-token vocabulary and merges in Python
+    (minutes on a busy CPU), so the result is saved beside the file and read from there next time (a folder that
+    can travel with the model)."""
+    from transformers import AutoTokenizer
+
+    cached = tokenizer_folder(gguf)
+    if (cached / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(str(cached))
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    try:
+        tokenizer.save_pretrained(str(cached))
+    except OSError as exc:  # a read-only model folder: use the tokenizer, convert again next time
+        log.warning("could not keep the converted tokenizer in %s: %s", cached, exc)
+    return tokenizer
 
 
 def critic_from(actor: Any) -> Any:
@@ -203,7 +226,9 @@ class JudgedScorer:
     def close(self) -> None:
         self.worker.close()
 
-    def score(self, task: Task, text: str, mode: str) -> Judged:
+    def score(self, task: Task, text: str, mode: str, *, profile: bool = True) -> Judged:
+        """Judge ``text`` (its last ``ModelNew`` block) in ``mode``; ``profile`` False checks correctness only
+        (no eager / torch.compile baselines to time: what a pass rate needs, at a fraction of the cost)."""
         from cuda_agent.errors import CudaAgentError
         from cuda_agent.evaluator import EvalConfig, evaluate
         from cuda_agent.rl.reward import NO_SOLUTION, extract_solution
@@ -211,7 +236,7 @@ class JudgedScorer:
         code = extract_solution(text)
         if code is None:
             return Judged(NO_SOLUTION, False, False, False, "no_solution", "no ModelNew in the reply", 0.0)
-        config = EvalConfig(mode=mode, device=self.device, timeout_s=self.timeout_s)
+        config = EvalConfig(mode=mode, device=self.device, timeout_s=self.timeout_s, profile=profile)
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="cuda-agent-rl-") as folder:
             path = Path(folder) / "solution.py"
