@@ -82,18 +82,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume", type=Path, help="adapters folder or .tgz saved by an earlier run")
     p.add_argument("--export", type=Path, help="copy the returned files here at the end (a device call's $OUT)")
     p.add_argument("--budget-s", type=float, default=840.0, help="wall seconds for the whole run")
-    p.add_argument("--warmup-share", type=float, default=0.5, help="share of the budget the warm-up may use")
+    p.add_argument("--warmup-share", type=float, default=0.55, help="share of the budget the warm-up may use")
     p.add_argument("--warmup-steps", type=int, default=12)
-    p.add_argument("--warmup-batch", type=int, default=8, help="prompts (one reply each) per warm-up step")
-    p.add_argument("--warmup-max-tokens", type=int, default=640)
+    p.add_argument("--warmup-batch", type=int, default=6, help="prompts (one reply each) per warm-up step")
+    p.add_argument("--warmup-max-tokens", type=int, default=512)
     p.add_argument("--warmup-mode", choices=("auto", "strict", "relaxed"), default="auto")
     p.add_argument("--ppo-steps", type=int, default=8)
     p.add_argument("--ppo-episodes", type=int, default=2, help="agent episodes per agentic PPO step")
     p.add_argument("--ppo-mode", choices=("strict", "relaxed"), default="strict")
     p.add_argument("--max-turns", type=int, default=3)
-    p.add_argument("--max-tokens-per-turn", type=int, default=512)
+    p.add_argument("--max-tokens-per-turn", type=int, default=384)
     p.add_argument("--max-response-tokens", type=int, default=3072, help="model + observation tokens per episode")
-    p.add_argument("--heldout-max-tokens", type=int, default=640)
+    p.add_argument("--heldout-max-tokens", type=int, default=512)
+    p.add_argument("--heldout-each-session", action="store_true",
+                   help="measure the held-out pass rate before training in a resumed session too (default: only "
+                        "in the first session; a resumed one reuses it)")
+    p.add_argument("--eval-timeout-s", type=float, default=120.0, help="wall limit of one evaluation")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--lora-rank", type=int, default=8)
     p.add_argument("--actor-lr", type=float, default=1e-5)
@@ -252,12 +256,12 @@ def agentic_stage(run: Run, trainee: Any, tasks: list[Any], deadline: float) -> 
     from cuda_agent.rl.rollout import RolloutLimits
 
     args = run.args
-    backend = agent_backend(args.ppo_mode, "cpu" if args.device == "cpu" else args.device)
+    backend = agent_backend(args.ppo_mode, "cpu" if args.device == "cpu" else args.device, args.eval_timeout_s)
     # the environment ends the episode at max_turns (and evaluates what the workspace holds); the loop's own limit
     # is one turn more so that it never cuts first
     limits = RolloutLimits(max_turns=args.max_turns + 1, response_length=args.max_response_tokens,
                            max_tokens_per_turn=args.max_tokens_per_turn)
-    config = env_config({"sandbox": args.sandbox, "max_turns": args.max_turns, "verify": "gpu"})
+    config = env_config({"sandbox": args.sandbox, "max_turns": args.max_turns, "verify": "gpu", "bash_timeout_s": 60.0})
     traj = run.out / "trajectories"
     traj.mkdir(parents=True, exist_ok=True)
     done = int(run.state.get("ppo_steps_done", 0))
@@ -449,19 +453,25 @@ def main(argv: list[str] | None = None) -> int:
     model_summary["load_seconds"] = round(load_s, 1)
     log.info("model loaded in %.1f s: %s", load_s, model_summary)
     run = Run(args, args.out, started, state)
-    scorer = JudgedScorer("cpu" if args.device == "cpu" else args.device)
+    scorer = JudgedScorer("cpu" if args.device == "cpu" else args.device, args.eval_timeout_s)
     try:
-        before = heldout_pass(run, trainee, scorer, heldout_tasks, "heldout_before")
+        if "heldout_first_before" in state and not args.heldout_each_session:
+            before = {**state["heldout_first_before"], "seconds": 0.0, "reused": True}
+        else:
+            before = heldout_pass(run, trainee, scorer, heldout_tasks, "heldout_before")
         state.setdefault("heldout_first_before", before)
-        if args.warmup_mode == "auto":
+        if args.warmup_mode == "auto" and "warmup_mode" in state:
+            warm_mode, why = state["warmup_mode"], state["warmup_why"] + " (the first session's choice, kept)"
+        elif args.warmup_mode == "auto":
             warm_mode = "strict" if before["strict"] > 0 else "relaxed"
             why = ("a held-out reply passed strict mode" if warm_mode == "strict" else
                    "no held-out reply passed strict mode (every reward would be -1), so relaxed mode gives a signal")
         else:
             warm_mode, why = args.warmup_mode, "chosen with --warmup-mode"
+        state["warmup_mode"], state["warmup_why"] = warm_mode, why
         modes = {"warmup": warm_mode, "warmup_why": why, "agentic": args.ppo_mode, "heldout": "strict, then relaxed"}
         log.info("warm-up mode %s: %s", warm_mode, why)
-        reserve = before["seconds"] * 1.3 + 20.0
+        reserve = (before["seconds"] or 150.0) * 1.3 + 20.0
         warmup_stage(run, trainee, scorer, train, warm_mode, args.budget_s * args.warmup_share)
         agentic_stage(run, trainee, train, args.budget_s - reserve)
         after = heldout_pass(run, trainee, scorer, heldout_tasks, "heldout_after")

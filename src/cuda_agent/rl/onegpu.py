@@ -291,10 +291,11 @@ class CountingBackend:
         self.inner.close()
 
 
-def agent_backend(mode: str, device: str) -> CountingBackend:
+def agent_backend(mode: str, device: str, timeout_s: float = 180.0) -> CountingBackend:
     """A warm local backend whose evaluations use ``mode`` on ``device`` (verification always on: ``gpu`` means
-    "run the evaluator", which runs on ``device``)."""
+    "run the evaluator", which runs on ``device``), each within ``timeout_s``."""
     from cuda_agent.agent import LocalBackend
     from cuda_agent.evaluator import EvalConfig
 
-    return CountingBackend(LocalBackend(verify="gpu", eval_config=EvalConfig(mode=mode, device=device), warm=True))
+    config = EvalConfig(mode=mode, device=device, timeout_s=timeout_s)
+    return CountingBackend(LocalBackend(verify="gpu", eval_config=config, warm=True))
