@@ -92,7 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ppo-mode", choices=("strict", "relaxed"), default="strict")
     p.add_argument("--max-turns", type=int, default=3)
     p.add_argument("--max-tokens-per-turn", type=int, default=384)
-    p.add_argument("--max-response-tokens", type=int, default=3072, help="model + observation tokens per episode")
+    p.add_argument("--max-response-tokens", type=int, default=4096, help="model + observation tokens per episode")
     p.add_argument("--heldout-max-tokens", type=int, default=512)
     p.add_argument("--heldout-each-session", action="store_true",
                    help="measure the held-out pass rate before training in a resumed session too (default: only "
@@ -182,7 +182,26 @@ def heldout_pass(run: Run, trainee: Any, scorer: Any, tasks: list[Any], label: s
 def sample_replies(trainee: Any, prompts: list[list[int]], max_tokens: int, temperature: float) -> list[list[int]]:
     from cuda_agent.rl.onegpu import sample_responses
 
-    return sample_responses(trainee.actor, trainee.tokenizer, prompts, max_tokens, temperature)
+    try:
+        return sample_responses(trainee.actor, trainee.tokenizer, prompts, max_tokens, temperature)
+    finally:
+        release_gpu_cache()
+
+
+def release_gpu_cache() -> None:
+    """Hand the memory torch's allocator keeps back to the device: the evaluations that follow run in other
+    processes on the same GPU (KernelBench level-1 inputs take several GiB)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def update(trainee: Any, episodes: list[Any]) -> Any:
+    try:
+        return trainee.update(episodes) if episodes else None
+    finally:
+        release_gpu_cache()
 
 
 def step_row(stage: str, step: int, stats: Any, rewards: list[float], passed: int, faster: int, evaluations: int,
@@ -228,7 +247,7 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
                                 "stage": judged.stage if judged else "empty", "text": text})
         usable = [ep for ep in episodes if ep.response_ids]
         t0 = time.monotonic()
-        stats = trainee.update(usable) if usable else None
+        stats = update(trainee, usable)
         clock.training = time.monotonic() - t0
         record(run, trainee, step_row("warmup", step, stats, rewards, passed, faster, evaluations,
                                       sum(len(r) for r in replies), clock), "warmup_steps_done", step)
@@ -291,7 +310,7 @@ def agentic_stage(run: Run, trainee: Any, tasks: list[Any], deadline: float) -> 
             clock.environment = max(0.0, wall - clock.generation - clock.evaluation)
             usable = [ep for ep in episodes if any(ep.response_mask)]
             t0 = time.monotonic()
-            stats = trainee.update(usable) if usable else None
+            stats = update(trainee, usable)
             clock.training = time.monotonic() - t0
             rewards = [float(ep.reward) for ep in episodes]
             for ep, k in zip(episodes, range(len(episodes))):

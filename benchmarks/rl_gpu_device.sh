@@ -4,6 +4,7 @@
 # because an ignored folder that a later call does not carry is removed from the checkout there.
 #
 #   bash benchmarks/rl_gpu_device.sh piece N          copy .rlmodel/piece-0N into /tmp/rlmodel (one call per piece)
+#   bash benchmarks/rl_gpu_device.sh smoke            versions, and tests/rl/test_rl_onegpu_gpu.py (tiny model on CUDA)
 #   bash benchmarks/rl_gpu_device.sh start WAIT_S [rl_gpu.py args...]
 #        the last piece, join and check the GGUF (.rlmodel/SHA256), unpack .rlmodel/extra.tgz (tokenizer, gguf
 #        wheel), bubblewrap and KernelBench from .carry/, the code into /tmp/rlcode; start the run detached
@@ -60,6 +61,9 @@ case "${1:-}" in
   piece)
     n=$(printf '%02d' "$2")
     cp ".rlmodel/piece-$n" "$MODEL_DIR/" && ls -la "$MODEL_DIR" && df -h /tmp | tail -1 ;;
+  smoke)  # the torch parts on CUDA with a tiny model, and the versions the run will use
+    PYTHONPATH="$PWD/src" "$PY" -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__, torch.cuda.get_device_name())'
+    PYTHONPATH="$PWD/src" timeout 280 "$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -q tests/rl/test_rl_onegpu_gpu.py 2>&1 | tail -n 15 ;;
   start)
     wait_s=$2; shift 2
     for f in .rlmodel/piece-*; do cp "$f" "$MODEL_DIR/"; done

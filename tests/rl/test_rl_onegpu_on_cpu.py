@@ -95,8 +95,10 @@ def test_sampled_responses_stop_at_the_stop_token(tiny_model: Path) -> None:
 def test_judged_scorer_uses_the_real_evaluator(tmp_path: Path) -> None:
     from cuda_agent.rl.onegpu import JudgedScorer
 
+    import torch
+
     task = Task(id="user/relu", code=RELU, name="relu")
-    scorer = JudgedScorer("cpu", timeout_s=240)
+    scorer = JudgedScorer("cuda" if torch.cuda.is_available() else "cpu", timeout_s=240)
     try:
         relaxed = scorer.score(task, REPLY, "relaxed", profile=False)
         strict = scorer.score(task, REPLY, "strict", profile=False)
