@@ -90,7 +90,8 @@ def critic_from(actor: Any) -> Any:
 
     config = actor.config.__class__.from_dict(actor.config.to_dict())
     config.num_labels = 1
-    critic = AutoModelForTokenClassification.from_config(config)
+    with torch.device(actor.device):  # built where the actor is: initialising 0.5B weights on a CPU takes long
+        critic = AutoModelForTokenClassification.from_config(config)
     body = getattr(critic, critic.base_model_prefix)
     body.load_state_dict(getattr(actor, actor.base_model_prefix).state_dict())
     torch.nn.init.zeros_(critic.score.weight)
