@@ -67,6 +67,8 @@ class Run:
     rows: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
     eval_errors: int = 0
+    all_evaluations: int = 0
+    """Every evaluation of this session: warm-up, agentic and held-out."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -398,8 +400,8 @@ def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str]
         "heldout_pass_relaxed_before": first_before["relaxed"],
         "heldout_pass_relaxed_after": heldout["after"]["relaxed"],
         "heldout_session_pass_before": heldout["before"][warm_mode],
-        "evaluations": total_evals, "eval_errors": run.eval_errors,
-        "evals_per_gpu_hour": total_evals / (seconds / 3600.0) if seconds > 0 else 0.0,
+        "evaluations": total_evals, "evaluations_with_heldout": run.all_evaluations, "eval_errors": run.eval_errors,
+        "evals_per_gpu_hour": run.all_evaluations / (seconds / 3600.0) if seconds > 0 else 0.0,
         "tokens_generated": sum(r["tokens"] for r in run.rows),
         "seconds_generation": round(sum(r["seconds_generation"] for r in run.rows), 1),
         "seconds_training": round(sum(r["seconds_training"] for r in run.rows), 1),
@@ -429,7 +431,9 @@ def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str]
 def describe_model(model: str, trainee: Any) -> dict[str, Any]:
     """The GGUF's header summary (or the folder's name) and the parameter count of the loaded base model."""
     base = trainee.actor.get_base_model()
-    summary: dict[str, Any] = {"name": Path(model).name, "parameters": sum(p.numel() for p in base.parameters())}
+    weights = sum(p.numel() for n, p in base.named_parameters() if "lora_" not in n)
+    summary: dict[str, Any] = {"name": Path(model).name, "parameters": weights,
+                               "lora_parameters": sum(p.numel() for p in trainee.actor.parameters() if p.requires_grad)}
     if model.endswith(".gguf"):
         from cuda_agent.rl.gguf_header import read_header
 
@@ -496,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         after = heldout_pass(run, trainee, scorer, heldout_tasks, "heldout_after")
     finally:
         scorer.close()
+    run.all_evaluations = scorer.stats.evaluations + sum(r["evaluations"] for r in run.rows if r["stage"] == "agentic")
     heldout = {"before": before, "after": after, "first_session_before": state["heldout_first_before"]}
     from cuda_agent.rl.onegpu import save_adapters
 

@@ -178,6 +178,7 @@ def test_rl_gpu_run_end_to_end_on_cpu_and_resumed(tiny_model: Path, tmp_path: Pa
     assert (m["ppo_steps"], m["warmup_steps"], m["agentic_steps"]) == (2, 1, 1)
     assert m["heldout_tasks"] == 1 and m["real_reward"] == 0  # the CPU evaluator: not the GPU's reward
     assert m["tokens_generated"] > 0 and m["seconds_training"] > 0
+    assert m["evaluations_with_heldout"] >= m["evaluations"] and m["model_params"] > 10_000
     steps = [json.loads(line) for line in (tmp_path / "run1" / "steps.jsonl").read_text().splitlines()]
     assert [s["stage"] for s in steps] == ["warmup", "agentic"]
     assert all(s["replies"] == n for s, n in zip(steps, (2, 1)))
