@@ -5,8 +5,8 @@ GGUF (dequantised by the ``gguf`` package), wrapped in LoRA adapters (peft), and
 update (`cuda_agent.rl.ppo_small.ppo_update`: a critic, GAE gamma 1 / lambda 0.95, clipped token-level loss 0.2 /
 0.28). Every reward comes from the real evaluator on the same GPU, one evaluation at a time:
 
-1. held-out pass rate before: one sampled reply per held-out task (`cuda_agent.rl.easy_tasks`), judged in strict
-   mode and, where strict refuses it, in relaxed mode;
+1. held-out pass rate before: one sampled reply per held-out task (`cuda_agent.rl.easy_tasks`), judged in relaxed
+   mode and, where relaxed accepts it, in strict mode (strict accepts a subset of what relaxed accepts), untimed;
 2. warm-up: single-turn PPO (one whole solution per prompt, `warmup_ppo`'s episode layout), tasks round-robin over
    the training set, replies sampled in one batch; ``--warmup-mode auto`` uses strict mode when any held-out reply
    passed strict, else relaxed (KernelBench's rules: PyTorch allowed), because a reward that is -1 for every reply
@@ -158,7 +158,7 @@ def single_turn_prompts(tokenizer: Any, tasks: list[Any]) -> list[list[int]]:
 
 
 def heldout_pass(run: Run, trainee: Any, scorer: Any, tasks: list[Any], label: str) -> dict[str, Any]:
-    """One reply per held-out task, judged strict and (where strict refuses it) relaxed, correctness only: a pass
+    """One reply per held-out task, judged relaxed and (where relaxed accepts it) strict, correctness only: a pass
     rate needs no timing, and untimed evaluations spare the torch.compile baselines of tasks not trained on."""
     started = time.monotonic()
     replies = sample_replies(trainee, single_turn_prompts(trainee.tokenizer, tasks), run.args.heldout_max_tokens,
@@ -166,9 +166,9 @@ def heldout_pass(run: Run, trainee: Any, scorer: Any, tasks: list[Any], label: s
     strict = relaxed = with_solution = 0
     for task, reply in zip(tasks, replies):
         text = trainee.tokenizer.decode(reply, skip_special_tokens=True)
-        judged = scorer.score(task, text, "strict", profile=False)
-        judged_relaxed = judged if judged.correct or not judged.evaluated else scorer.score(
-            task, text, "relaxed", profile=False)
+        # strict mode accepts a subset of what relaxed mode accepts: judge relaxed first, strict only what passed
+        judged_relaxed = scorer.score(task, text, "relaxed", profile=False)
+        judged = scorer.score(task, text, "strict", profile=False) if judged_relaxed.correct else judged_relaxed
         strict += judged.correct
         relaxed += judged_relaxed.correct
         with_solution += judged.evaluated
@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             warm_mode, why = args.warmup_mode, "chosen with --warmup-mode"
         state["warmup_mode"], state["warmup_why"] = warm_mode, why
-        modes = {"warmup": warm_mode, "warmup_why": why, "agentic": args.ppo_mode, "heldout": "strict, then relaxed"}
+        modes = {"warmup": warm_mode, "warmup_why": why, "agentic": args.ppo_mode, "heldout": "relaxed, then strict for what relaxed accepted"}
         log.info("warm-up mode %s: %s", warm_mode, why)
         reserve = (before["seconds"] or 150.0) * 1.3 + 20.0
         warmup_stage(run, trainee, scorer, train, warm_mode, args.budget_s * args.warmup_share)
