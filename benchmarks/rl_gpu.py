@@ -380,6 +380,7 @@ def tgz(folder: Path, path: Path) -> Path:
 
 def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str], heldout: dict[str, Any]) -> Path:
     from cuda_agent.benchmarks_io import write_result
+    from cuda_agent.rl.onegpu import LORA_TARGETS
 
     history = run.state.get("history", [])
     total_evals = sum(r["evaluations"] for r in run.rows)
@@ -413,8 +414,8 @@ def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str]
                "sessions": run.state.get("sessions", 1), "train_tasks": run.state.get("train_tasks"),
                "heldout_task_ids": run.state.get("heldout_tasks"), "settings": {
                    k: (str(v) if isinstance(v, Path) else v) for k, v in vars(run.args).items()},
-               "adapters": "LoRA rank %d on %s (actor; critic the same plus its value head), float32" % (
-                   run.args.lora_rank, ",".join(__import__("cuda_agent.rl.onegpu", fromlist=["x"]).LORA_TARGETS))}
+               "adapters": f"LoRA rank {run.args.lora_rank} on {','.join(LORA_TARGETS)} (actor; critic the same "
+                           "plus its value head), float32"}
     os.environ.setdefault("CUDA_AGENT_RESULTS_DIR", str(run.out / "results"))
     path = write_result(RESULT, metrics, extra=details)
     record = json.loads(path.read_text())
