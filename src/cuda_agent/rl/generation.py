@@ -24,7 +24,7 @@ class HFGenerator:
     async def __call__(self, context: list[int], params: dict[str, Any]) -> Any:
         import torch
 
-        ids = torch.tensor([context])
+        ids = torch.tensor([context], device=getattr(self.model, "device", None))
         with torch.no_grad():
             out = self.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
                                       temperature=self.temperature, max_new_tokens=int(params.get("max_tokens", 64)),

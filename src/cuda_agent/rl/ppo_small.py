@@ -72,6 +72,11 @@ class Batch:
     mask: torch.Tensor
     rewards: torch.Tensor
 
+    def to(self, device: Any) -> "Batch":
+        """The same batch on ``device`` (the actor's: a GPU run samples on the GPU, `make_batch` builds on the CPU)."""
+        return Batch(self.input_ids.to(device), self.attention_mask.to(device), self.mask.to(device),
+                     self.rewards.to(device))
+
 
 def clipped_policy_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
                         mask: torch.Tensor, clip_low: float = 0.2,
@@ -131,7 +136,9 @@ def _whiten(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def ppo_update(actor: Any, critic: Any, actor_opt: torch.optim.Optimizer, critic_opt: torch.optim.Optimizer,
                batch: Batch, settings: PPOSettings) -> UpdateStats:
-    """One PPO step on ``batch``: targets from the frozen snapshot, then epochs of minibatch updates."""
+    """One PPO step on ``batch`` (moved to the actor's device): targets from the frozen snapshot, then epochs of
+    minibatch updates."""
+    batch = batch.to(next(actor.parameters()).device)
     with torch.no_grad():
         old_logp = token_log_probs(actor, batch.input_ids, batch.attention_mask, settings.temperature)
         values = token_values(critic, batch.input_ids, batch.attention_mask)
