@@ -23,7 +23,8 @@ import torch
 from cuda_agent.evaluator import timing
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import reference
-from cuda_agent.evaluator.judge.session import Sample, exact_fp32
+from cuda_agent.evaluator.judge.precision import exact_fp32
+from cuda_agent.evaluator.judge.session import Sample
 from cuda_agent.evaluator.stats import TimingStats, median
 
 PAIRED_TIME_CAP_S = 0.5
@@ -31,9 +32,8 @@ TARGET_REQUEST_MS = 2.0      # a request's calls should take about this long on 
 MAX_BATCH = 64               # ... with at most this many calls (and input sets) per request
 SET_MEMORY_FRACTION = 0.15   # all of a request's buffer sets within this fraction of the device's memory ...
 FREE_MEMORY_FRACTION = 0.25  # ... and of what is free when the evaluation starts (others may share the device)
-
-
 MIN_CALL_MS = 1e-4           # a call's time is never taken below 0.1 us (the speed-of-light floor judges such times)
+BASELINE_REQUESTS = 15       # requests of K calls each that time eager PyTorch and torch.compile
 
 
 def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> TimingStats:
@@ -130,9 +130,6 @@ def _key_parts(config: EvalConfig, device: torch.device, batch: int) -> dict[str
 
     settings = {"timer": "batched", "tf32": False, "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
     return {"settings": settings, **environment_key_parts(device)}
-
-
-BASELINE_REQUESTS = 15
 
 
 def _batched_timer(fn: Any, sets: Any) -> TimingStats:

@@ -51,10 +51,11 @@ variant's error in fp32 units, its ratio to the reference's and the signature's 
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import torch
 
@@ -192,7 +193,21 @@ def _rounded_model(model: torch.nn.Module, fmt: LowFormat) -> torch.nn.Module:
     return low.double()
 
 
-def _widen(inputs: Sequence[Any], device: torch.device, fmt: LowFormat | None = None) -> list[Any]:
+@contextlib.contextmanager
+def exact_fp32() -> Iterator[None]:
+    """TF32 off for matrix products and convolutions inside the block: the judge's references, baselines and checks
+    of fp32 tasks (the precision contract is an fp32 one)."""
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+
+
+def widen(inputs: Sequence[Any], device: torch.device, fmt: LowFormat | None = None) -> list[Any]:
+    """``inputs`` on ``device`` with floating tensors in float64 (fp32 ones first rounded to ``fmt``, if given)."""
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
@@ -280,29 +295,32 @@ def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean:
             [(f"zero-mean call {i}", c, "zero") for i, c in enumerate(zero_mean or ())]
     if not calls:
         return PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
-    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    errors: list[OutputError] = []
     notes: list[str] = []
     try:
-        ref64 = copy.deepcopy(ref_model).double()
-        signed = 0
-        for label, (inputs, outputs), kind in calls:
-            found, out64 = _judge_call(ref_model, ref64, label, inputs, outputs, device, contract, notes)
-            if contract.signature and kind == "own" and signed < contract.signature_calls and \
-                    not any(e.fired for e in found):
-                signed += 1
-                found = _with_signatures(ref_model, inputs, outputs, out64, found, device, contract, notes)
-            del out64
-            errors.extend(found)
+        with exact_fp32():
+            errors = _judge_calls(ref_model, calls, device, contract, notes)
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         return PrecisionVerdict(True, False, notes=(f"precision not checked: the reference does not run in float64 "
                                                     f"({exc})"[:300],))
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
     violations = tuple(_describe(e, contract) for e in errors if e.fired)
     return PrecisionVerdict(not violations, bool(errors), violations, tuple(dict.fromkeys(notes)), tuple(errors))
+
+
+def _judge_calls(ref_model: torch.nn.Module, calls: list[tuple[str, Call, str]], device: torch.device,
+                 contract: PrecisionContract, notes: list[str]) -> list[OutputError]:
+    """Every output of every call under the magnitude rule, and the first own calls' under the signature too."""
+    errors: list[OutputError] = []
+    ref64 = copy.deepcopy(ref_model).double()
+    signed = 0
+    for label, (inputs, outputs), kind in calls:
+        found, out64 = _judge_call(ref_model, ref64, label, inputs, outputs, device, contract, notes)
+        if contract.signature and kind == "own" and signed < contract.signature_calls and \
+                not any(e.fired for e in found):
+            signed += 1
+            found = _with_signatures(ref_model, inputs, outputs, out64, found, device, contract, notes)
+        del out64
+        errors.extend(found)
+    return errors
 
 
 def _tensor_leaves(obj: Any) -> list[torch.Tensor]:
@@ -316,7 +334,7 @@ def _judge_call(ref_model: torch.nn.Module, ref64: torch.nn.Module, label: str, 
     on_device = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     with torch.no_grad():
         out32 = _tensor_leaves(ref_model(*on_device))
-        out64 = _tensor_leaves(ref64(*_widen(inputs, device)))
+        out64 = _tensor_leaves(ref64(*widen(inputs, device)))
     found = []
     for k, (cand, r32, r64) in enumerate(zip(outputs, out32, out64)):
         if r32.dtype != torch.float32 or not r64.numel():
@@ -351,7 +369,7 @@ def _with_signatures(ref_model: torch.nn.Module, inputs: Sequence[Any], outputs:
     for fmt in contract.formats:
         low = _rounded_model(ref_model, fmt)
         with torch.no_grad():
-            low64 = _tensor_leaves(low(*_widen(inputs, device, fmt)))
+            low64 = _tensor_leaves(low(*widen(inputs, device, fmt)))
         del low
         for k in judged:
             sig = signature(outputs[k].to(device), out64[k], low64[k], fmt.name)

@@ -17,13 +17,12 @@ is shared by many calls instead of added to each.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
@@ -36,7 +35,6 @@ from cuda_agent.evaluator.rules import RuleViolation
 _perf = time.perf_counter
 TRIVIAL_SIGNAL_LIMIT = 0.05      # error above 5% of the output's own variation, while passing only by tolerance
 PRECISION_STASH = 3              # calls kept (inputs and outputs) for the float64 probe after the loop
-NULL_CALLS = 24                  # calibration calls of the runner's own null model
 
 
 class CallFailed(Exception):
@@ -248,7 +246,7 @@ class Session:
             self.null_samples.append(Sample("null", wall_ms, len(bufsets), self._reported(reply),
                                             _number(reply.get("host_ms")), self.last_stamps))
             del snapshots
-            with torch.no_grad(), exact_fp32():
+            with torch.no_grad(), precision.exact_fp32():
                 golden = self.ref_model(*inputs[0])
             compare.compare_outputs(golden, golden, self.config.tolerances)
             self._sync()
@@ -268,11 +266,11 @@ class Session:
             specs.append(call.bufset.call_spec(call.inputs, call.token))
         self._flush()
         reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs}, [c.bufset for c in calls])
-        self.history.append(Sample(label, wall_ms, len(calls), self._reported(reply), _number(reply.get("host_ms")),
-                                   self.last_stamps))
+        sample = Sample(label, wall_ms, len(calls), self._reported(reply), _number(reply.get("host_ms")),
+                        self.last_stamps)
+        self.history.append(sample)
         if timed:
-            self.samples.append(Sample(label, wall_ms, len(calls), self._reported(reply),
-                                       _number(reply.get("host_ms")), self.last_stamps))
+            self.samples.append(sample)
         metas = reply.get("calls")
         if not isinstance(metas, list) or len(metas) != len(calls):
             raise CallFailed("runtime_error", f"{label}: the candidate's process answered "
@@ -301,7 +299,7 @@ class Session:
         # Rationale: out-of-bounds writes corrupt neighbouring memory (and could plant results for later calls).
         for name in bufset.broken_canaries():
             state.fire("out_of_bounds_write", f"{label}: the canary bytes around {name} were overwritten")
-        with torch.no_grad(), exact_fp32():
+        with torch.no_grad(), precision.exact_fp32():
             golden = self.ref_model(*inputs)
         self._sync()
         candidate, problem = self._candidate_outputs(bufset, golden, reply, snapshot)
@@ -392,13 +390,13 @@ class Session:
         if not (self.fp32 and self.config.precision_probe):
             return
         try:
-            with exact_fp32():
+            with precision.exact_fp32():
                 ref64 = copy.deepcopy(self.ref_model).double()
                 errors = []
                 for inputs in input_sets:
                     with torch.no_grad():
                         out32 = [v for _, v in compare.flatten(self.ref_model(*inputs))]
-                        out64 = [v for _, v in compare.flatten(ref64(*_to_double(inputs)))]
+                        out64 = [v for _, v in compare.flatten(ref64(*precision.widen(inputs, self.device)))]
                     for r32, r64 in zip(out32, out64):
                         if isinstance(r64, torch.Tensor) and r64.dtype.is_floating_point and r64.numel():
                             errors.append(precision.rel_error(r32, r64))
@@ -515,22 +513,6 @@ def _rebuild_from(obj: Any, values: Any) -> Any:
     if type(obj) in (tuple, list):
         return type(obj)(_rebuild_from(x, values) for x in obj)
     return next(values)
-
-
-@contextlib.contextmanager
-def exact_fp32() -> Iterator[None]:
-    """TF32 off for matrix products and convolutions inside the block (the judge's references)."""
-    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
-
-
-def _to_double(inputs: list[Any]) -> list[Any]:
-    return [x.double() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x for x in inputs]
 
 
 def fresh_inputs(module: Any, seed: int, device: torch.device) -> list[Any]:
