@@ -307,17 +307,15 @@ class Evaluation:
             return min(first, CPU_MAX_BATCH), min(first, CPU_MAX_BATCH)
         return first, max(first, most)
 
-    def _adapted_batch(self, session: Session) -> int:
-        """K for the requests after the warm-up: doubled from K0 while a request of the candidate's calls (its time
-        on the judge's clock in the last warm-up request) stays within `measure.TARGET_REQUEST_MS`, up to Kmax.
-        Rationale: a per-request overhead the null span does not cancel is divided by K; a candidate that runs
-        slowly in the warm-up only gets a smaller K, never a time it did not take."""
-        if not (self.cuda and self.config.profile and session.history):
+    def _adapted_batch(self, per_call_ms: float) -> int:
+        """K for the requests after the warm-up: doubled from K0 while a request of the candidate's calls (their
+        time on the judge's clock in the last warm-up request, ``per_call_ms``) stays within
+        `measure.TARGET_REQUEST_MS`, up to Kmax. Rationale: a per-request overhead the null span does not cancel is
+        divided by K; a candidate that runs slowly in the warm-up only gets a smaller K, never a time it did not
+        take."""
+        if not (self.cuda and self.config.profile):
             return self.batch
-        last = session.history[-1]
-        null = [s.wall_ms for s in session.null_samples if s.calls == last.calls]
-        per_call = (last.wall_ms - (measure.median(null) if null else 0.0)) / max(1, last.calls)
-        per_call = max(per_call, measure.MIN_CALL_MS)
+        per_call = max(per_call_ms, measure.MIN_CALL_MS)
         batch = self.batch
         while batch * 2 <= self.max_batch and batch * 2 * per_call <= measure.TARGET_REQUEST_MS:
             batch *= 2
@@ -354,9 +352,9 @@ class Evaluation:
                 return self._incorrect(session, failed, prepared, module, sets)
             if state.violations:
                 break
-        batch = self._adapted_batch(session)
         per_call = measure.judge_times(session.history[-1:], session.null_samples, self.cuda).median_ms \
             if session.history else 0.0
+        batch = self._adapted_batch(per_call)
         requests = self._request_plan(len(variants), batch, per_call) if not state.violations else 0
         slots = requests * batch
         positions = self._rng.sample(range(slots), min(len(variants), slots))
