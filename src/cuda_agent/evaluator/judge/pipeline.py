@@ -44,7 +44,7 @@ ASSUMED_SPEEDUP = 8.0        # K0 assumes a candidate this many times faster tha
 MIN_TIMED_REQUESTS = 5
 MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
-CPU_MAX_BATCH = 4
+CPU_BATCH = 4                # K on a CPU, whatever the reference's time (see `_batch_sizes`)
 ZERO_MEAN_CALLS = 2          # calls on zero-mean inputs, placed like the other variants (the precision contract)
 MIN_CALLS = 16               # the fewest ordinary calls of any run (every one checked)
 
@@ -297,14 +297,16 @@ class Evaluation:
         """(K0, Kmax): the calls of the first request, from the reference's own time, as if the candidate were
         `ASSUMED_SPEEDUP` times faster; and the most the device's memory allows (`measure.batch_size`), up to which
         K grows once the first request has shown the candidate's own time (`_adapted_batch`). Both are fixed before
-        any candidate code loads. On a CPU both at most `CPU_MAX_BATCH`: its times are reported, never rewarded,
-        and every call is checked at CPU speed."""
+        any candidate code loads. On a CPU both are `CPU_BATCH`: its times are reported, never rewarded, so K need
+        not follow the reference's time there, and a K that did would follow the machine's load. A verdict can
+        depend on K: `plant_inputs` (it writes into the other buffer sets' inputs) is refused as input_mutation
+        where another call of its request is hit, as incorrect at K = 1; CI saw both (2026-12-03)."""
         ref_ms = measure.reference_ms(ref_model, inputs, self.device)
         self.reference_ms = ref_ms
+        if not self.cuda:
+            return CPU_BATCH, CPU_BATCH
         first = measure.batch_size(ref_ms / ASSUMED_SPEEDUP, per_set, self.device)
         most = measure.batch_size(0.0, per_set, self.device)
-        if not self.cuda:
-            return min(first, CPU_MAX_BATCH), min(first, CPU_MAX_BATCH)
         return first, max(first, most)
 
     def _adapted_batch(self, per_call_ms: float) -> int:

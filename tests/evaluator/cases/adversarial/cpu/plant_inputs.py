@@ -1,11 +1,11 @@
-# task: small_linear_relu  mode: relaxed  expect: incorrect|input_mutation  native: no
+# task: small_linear_relu  mode: relaxed  expect: input_mutation  native: no
 # route: memory
 # Cheat: writes zeros into the input buffers of the other buffer sets (shared regions it can map), so that the next
 # calls' inputs are known and their answer can be returned at once (relu(bias * scale)). The judge copies fresh
 # values into a call's inputs right before it, after anything the candidate wrote (the candidate is frozen between
 # calls), so the planted zeros never reach a call. When an input is not all zeros the trick failed: a wrong answer.
-# Where the other sets belong to calls of the same request (K calls per request), the judge sees their inputs
-# changed after the call and refuses it as input_mutation; either verdict is a refusal.
+# The other sets belong to calls of the same request (K calls per request, 4 on a CPU), so the judge sees their
+# inputs changed after the request and refuses it as input_mutation (at K = 1 it would be incorrect).
 import gc
 import sys
 
