@@ -11,7 +11,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
@@ -20,6 +20,9 @@ from rich.table import Table
 
 from cuda_agent.cli._checks import finite
 from cuda_agent.errors import ConfigError, CudaAgentError
+
+if TYPE_CHECKING:
+    from cuda_agent.agent.step_info import StepInfo
 
 console = Console(stderr=True)
 
@@ -51,28 +54,24 @@ class _Progress:
     tokens: int = 0
     elapsed: float = 0.0
 
-    def update(self, info: dict[str, Any]) -> None:
-        self.turn, self.tool = int(info.get("turn", self.turn)), str(info.get("tool") or "(no tool call)")
-        self.tokens, self.elapsed = int(info.get("tokens", 0)), float(info.get("elapsed_s", 0.0))
-        if info.get("error"):
-            self.last_result = f"[yellow]{self.tool}: {str(info['error'])[:70]}[/yellow]"
-        build = info.get("build")
-        if build:
-            self.last_build = (f"[green]ok[/green] {build.get('seconds', 0):.1f} s" if build.get("ok")
-                               else "[red]failed[/red]")
-        for ev in info.get("evaluations", []):
-            if ev.get("stage") == "skipped":
-                self.last_result = f"{ev.get('kind')}: skipped (no GPU)"
-            elif ev.get("correct"):
-                speed = ev.get("speedup_vs_compile")
-                self.last_result = f"[green]{ev.get('kind')}: correct[/green]" + (
+    def update(self, info: "StepInfo") -> None:
+        self.turn, self.tool = info.turn, info.tool or "(no tool call)"
+        self.tokens, self.elapsed = info.tokens, info.elapsed_s
+        if info.error:
+            self.last_result = f"[yellow]{self.tool}: {info.error[:70]}[/yellow]"
+        if info.build is not None:
+            self.last_build = f"[green]ok[/green] {info.build.seconds:.1f} s" if info.build.ok else "[red]failed[/red]"
+        for ev in info.evaluations:
+            if ev.stage == "skipped":
+                self.last_result = f"{self.tool}: skipped (no GPU)"
+            elif ev.correct:
+                speed = ev.speedup_compile
+                self.last_result = f"[green]{self.tool}: {ev.stage}[/green]" + (
                     f", {speed:.3f}x vs compile" if speed is not None else "")
             else:
-                self.last_result = f"[red]{ev.get('kind')}: {ev.get('stage')}[/red]"
-        best = info.get("best")
-        if best:
-            ev = best["evaluation"]
-            self.best = f"{ev.get('speedup_vs_compile') or 0:.3f}x vs compile (turn {best['turn']})"
+                self.last_result = f"[red]{self.tool}: {ev.stage}[/red]"
+        if info.best is not None:
+            self.best = f"{info.best.speedup_vs_compile:.3f}x vs compile (turn {info.best.turn})"
 
     def render(self) -> Table:
         table = Table.grid(padding=(0, 2))
@@ -222,7 +221,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"task [bold]{task.id}[/bold]; policy {policy}; output {out_dir}")
         try:
             with Live(progress.render(), console=console, refresh_per_second=4, transient=False) as live:
-                def on_step(info: dict[str, Any]) -> None:
+                def on_step(info: StepInfo) -> None:
                     progress.update(info)
                     live.update(progress.render())
 

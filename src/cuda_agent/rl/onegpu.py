@@ -284,7 +284,7 @@ class CountingBackend:
         started = time.monotonic()
         evaluation = call()
         self.stats.add(evaluation.stage, time.monotonic() - started)
-        self.verdicts.append({"task": task.id, "kind": evaluation.kind, "stage": evaluation.stage,
+        self.verdicts.append({"task": task.id, "stage": evaluation.stage,
                               "correct": evaluation.correct, "reward": evaluation.reward})
         return evaluation
 
