@@ -267,6 +267,10 @@ class CountingBackend:
         self.build_seconds = 0.0
         self.verdicts: list[dict[str, Any]] = []
 
+    @property
+    def verify_mode(self) -> str:
+        return self.inner.verify_mode
+
     def build(self, workspace: Path) -> Any:
         started = time.monotonic()
         try:
