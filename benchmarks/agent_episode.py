@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from cuda_agent.agent import AgentEnv, EnvConfig, LocalBackend, ScriptedPolicy, run_episode, write_outputs
+from cuda_agent.agent import AgentEnv, EnvConfig, LocalBackend, ScriptedPolicy, StepInfo, run_episode, write_outputs
 from cuda_agent.agent.examples import example_dir, example_script_path, example_task
 from cuda_agent.benchmarks_io import write_result
 from cuda_agent.compiler.toolchain import cuda_available
@@ -46,10 +46,9 @@ def main() -> int:
     env = AgentEnv(EnvConfig.for_evaluation(sandbox=args.sandbox, verify="gpu", max_wall_s=170.0), backend)
     started = time.perf_counter()
 
-    def progress(info: dict) -> None:
-        evals = ", ".join(f"{e['kind']}: {e['stage']} vs compile {e.get('speedup_vs_compile')}"
-                          for e in info.get("evaluations", []))
-        print(f"turn {info['turn']:2d} {info['tool']:8s} ok={info['ok']} {evals}", flush=True)
+    def progress(info: StepInfo) -> None:
+        evals = ", ".join(f"{e.stage} vs compile {e.speedup_compile}" for e in info.evaluations)
+        print(f"turn {info.turn:2d} {info.tool:8s} ok={info.ok} {evals}", flush=True)
 
     try:
         result = run_episode(task, ScriptedPolicy.from_file(example_script_path()), env,
@@ -59,16 +58,16 @@ def main() -> int:
     seconds = time.perf_counter() - started
     write_outputs(result, args.out)
 
-    profiles = [e for e in result.evaluations if e["kind"] == "profile" and e.get("speedup_vs_compile") is not None]
+    profiles = [e for e in result.evaluations if e.speedup_compile is not None]
     fast_source = (example_dir() / "scaled_silu_fast.cu").read_text()
     kept_faster = result.best is not None and result.best.files.get("kernels/scaled_silu.cu") == fast_source
-    slow = profiles[0]["speedup_vs_compile"] if profiles else 0.0
+    slow = profiles[0].speedup_compile if profiles else 0.0
     best = result.best.speedup_vs_compile if result.best else 0.0
     metrics = {
         "turns": result.turns,
         "reward": result.reward,
         "best_speedup_vs_compile": best,
-        "best_speedup_vs_eager": (result.best.evaluation.speedup_vs_eager or 0.0) if result.best else 0.0,
+        "best_speedup_vs_eager": (result.best.result.speedup_eager or 0.0) if result.best else 0.0,
         "slow_kernel_speedup_vs_compile": slow,
         "kept_faster_kernel": int(kept_faster),
         "evaluations": len(result.evaluations),

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent import AgentConfig, EpisodeOverError, Message, ScriptedPolicy, ToolCall, Trajectory, run_episode
+from cuda_agent.agent import (AgentConfig, EpisodeOverError, Message, ScriptedPolicy, StepInfo, ToolCall, Trajectory,
+                              run_episode)
 from cuda_agent.agent.context import condense
 from cuda_agent.agent.policy import estimate_message_tokens
 
@@ -14,12 +15,12 @@ READ = {"name": "read", "arguments": {"path": "model.py"}}
 
 def test_turn_budget_truncates(files_env, task, tmp_path: Path) -> None:
     files_env.config = type(files_env.config)(**{**files_env.config.__dict__, "max_turns": 3})
-    seen: list[dict] = []
+    seen: list[StepInfo] = []
     result = run_episode(task, ScriptedPolicy.from_steps([READ] * 6), files_env, trajectory=tmp_path / "t.jsonl",
                          progress=seen.append)
     assert result.reason == "turns" and result.turns == 3
-    assert [i["truncated"] for i in seen] == [False, False, True]
-    assert seen[-1]["end_reason"] == "turns"
+    assert [i.end is not None for i in seen] == [False, False, True]
+    assert seen[-1].end is not None and seen[-1].end.reason == "turns"
     assert len(Trajectory.load(tmp_path / "t.jsonl").turns) == 3
 
 
@@ -54,7 +55,7 @@ def test_no_step_after_the_end_or_before_reset(files_env, task) -> None:
         files_env.step(ToolCall("read", {"path": "model.py"}))
     files_env.reset(task)
     *_, terminated, truncated, info = files_env.step(ToolCall("submit"))
-    assert terminated and not truncated and info["end_reason"] == "submitted"
+    assert terminated and not truncated and info.end is not None and info.end.reason == "submitted"
     with pytest.raises(EpisodeOverError, match="ended"):
         files_env.step(ToolCall("read", {"path": "model.py"}))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent import ScriptedPolicy, Trajectory, run_episode
+from cuda_agent.agent import ScriptedPolicy, StepInfo, Trajectory, run_episode
 from cuda_agent.agent.backend import SKIPPED_MESSAGE
 from cuda_agent.agent.examples import example_dir, example_script_path
 
@@ -15,18 +15,17 @@ pytestmark = pytest.mark.slow
 
 def test_bundled_example_episode(make_env, task, tmp_path: Path) -> None:
     env = make_env(workspace_root=tmp_path / "episodes")
-    seen: list[dict] = []
+    seen: list[StepInfo] = []
     result = run_episode(task, ScriptedPolicy.from_file(example_script_path()), env,
                          trajectory=tmp_path / "t.jsonl", progress=seen.append)
     assert result.reason == "submitted" and result.turns == 10
-    assert [i["tool"] for i in seen] == ["read", "write", "write", "bash", "verify", "profile", "write", "build",
-                                         "profile", "submit"]
-    assert all(i["ok"] for i in seen), [i["error"] for i in seen if not i["ok"]]
-    assert seen[3]["build"]["ok"] and seen[7]["build"]["ok"]
-    kinds = [(e["kind"], e["stage"]) for e in result.evaluations]
-    assert kinds == [("verify", "skipped"), ("profile", "skipped"), ("profile", "skipped"), ("profile", "skipped")]
+    assert [i.tool for i in seen] == ["read", "write", "write", "bash", "verify", "profile", "write", "build",
+                                      "profile", "submit"]
+    assert all(i.ok for i in seen), [i.error for i in seen if not i.ok]
+    assert seen[3].build is not None and seen[3].build.ok and seen[7].build is not None and seen[7].build.ok
+    assert [e.stage for e in result.evaluations] == ["skipped"] * 4
     assert result.reward == 0.0 and result.reward_available is False and result.best is None
-    assert seen[-1]["terminated"] and seen[-1]["end_reason"] == "submitted"
+    assert seen[-1].end is not None and seen[-1].end.reason == "submitted"
     fast = (example_dir() / "scaled_silu_fast.cu").read_text()
     assert result.workspace is not None
     assert (result.workspace / "kernels" / "scaled_silu.cu").read_text() == fast
@@ -50,13 +49,13 @@ def test_compiler_errors_reach_the_agent_with_file_and_line(make_env, task, tmp_
         {"name": "bash", "arguments": {"command": "cuda-agent profile; echo exit=$?"}},
         {"name": "submit"},
     ])
-    seen: list[dict] = []
+    seen: list[StepInfo] = []
     result = run_episode(task, script, make_env(), trajectory=tmp_path / "t.jsonl", progress=seen.append)
     observations = [r["observation"] for t in Trajectory.load(tmp_path / "t.jsonl").turns for r in t["results"]]
     assert "build FAILED" in observations[1] and "broken.cu:2" in observations[1]
     assert "undefined_name" in observations[1]
     assert "build FAILED" in observations[2] and "exit=1" in observations[3]
-    assert [e["stage"] for e in result.evaluations] == ["build_failed"] * 3
+    assert [e.stage for e in result.evaluations] == ["build_failed"] * 3
     assert result.reason == "submitted" and result.best is None
     assert result.reward == -1.0 and result.reward_available, "a failed build is -1 even without a GPU"
 

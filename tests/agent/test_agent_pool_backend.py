@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.agent import AgentEnv, EnvConfig, PoolBackend, ScriptedPolicy, run_episode
+from cuda_agent.agent import AgentEnv, EnvConfig, PoolBackend, ScriptedPolicy, StepInfo, run_episode
 from cuda_agent.agent.examples import example_dir
 
 pytestmark = pytest.mark.slow
@@ -33,12 +33,11 @@ def _steps(extra_files: dict[str, str]) -> list[dict]:
 
 def test_episode_through_the_pool(pool, task, sandbox_mode: str, tmp_path: Path) -> None:
     env = AgentEnv(EnvConfig(sandbox=sandbox_mode, verify="gpu"), PoolBackend(pool, timeout_s=120))
-    seen: list[dict] = []
+    seen: list[StepInfo] = []
     result = run_episode(task, ScriptedPolicy.from_steps(_steps({})), env, progress=seen.append)
-    assert [(e["kind"], e["stage"]) for e in result.evaluations] == [("verify", "correct"), ("profile", "timed"),
-                                                                     ("profile", "timed")]
-    assert all(i["ok"] for i in seen) and seen[2]["build"]["ok"]
-    assert "stand-in evaluation" in result.evaluations[0]["message"]
+    assert [e.stage for e in result.evaluations] == ["correct", "timed", "timed"]
+    assert all(i.ok for i in seen) and seen[2].build is not None and seen[2].build.ok
+    assert "stand-in evaluation" in result.evaluations[0].reason
     assert result.best is None, "a result without timings cannot be the best kernel"
     assert result.reward == 1.0 and result.reward_available
 
@@ -46,9 +45,9 @@ def test_episode_through_the_pool(pool, task, sandbox_mode: str, tmp_path: Path)
 def test_a_broken_gpu_result_reaches_the_agent(pool, task, sandbox_mode: str) -> None:
     env = AgentEnv(EnvConfig(sandbox=sandbox_mode, verify="gpu"), PoolBackend(pool, timeout_s=120))
     fault = {"kernels/standin.json": json.dumps({"fault": "broken", "seconds": 0.01})}
-    seen: list[dict] = []
+    seen: list[StepInfo] = []
     result = run_episode(task, ScriptedPolicy.from_steps(_steps(fault)), env, progress=seen.append)
-    assert [e["stage"] for e in result.evaluations] == ["runtime_error"] * 3
-    verify = next(i for i in seen if i["tool"] == "verify")
-    assert "illegal memory access" in verify["evaluations"][0]["message"]
+    assert [e.stage for e in result.evaluations] == ["runtime_error"] * 3
+    verify = next(i for i in seen if i.tool == "verify")
+    assert "illegal memory access" in verify.evaluations[0].reason
     assert result.reward == -1.0

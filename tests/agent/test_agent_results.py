@@ -4,29 +4,31 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cuda_agent.agent import BestKernel, Evaluation, Trajectory, export_sft
-from cuda_agent.agent.best import is_candidate, paper_reward
+from cuda_agent.agent import BestKernel, Trajectory, export_sft, render_result
+from cuda_agent.agent.best import is_candidate
 from cuda_agent.agent.trajectory import TrajectoryWriter
+from cuda_agent.evaluator.result import EvalResult
 
 
-def _eval(correct: bool, eager: float | None, compiled: float | None, reward: float | None = None, **kw) -> Evaluation:
-    return Evaluation(kind="profile", stage="timed" if correct else "incorrect", correct=correct,
-                      speedup_vs_eager=eager, speedup_vs_compile=compiled, reward=reward, **kw)
+def _eval(correct: bool, eager: float | None, compiled: float | None, reward: int = -1, **kw) -> EvalResult:
+    return EvalResult(task_id="t", stage="timed" if correct else "incorrect", correct=correct,
+                      speedup_eager=eager, speedup_compile=compiled, reward=reward, **kw)
 
 
-def test_paper_reward_schedule_when_the_evaluator_gave_none() -> None:
-    assert paper_reward(_eval(False, 9.0, 9.0)) == -1
-    assert paper_reward(_eval(True, 1.2, 1.2)) == 3
-    assert paper_reward(_eval(True, 1.2, 1.04)) == 2
-    assert paper_reward(_eval(True, 1.0, 0.5)) == 1
-    assert paper_reward(_eval(True, 1.0, 0.5, reward=2.0)) == 2
+def test_the_best_kernels_reward_is_the_evaluators_not_recomputed() -> None:
+    # Speedups that the schedule would reward 3 with a result the evaluator rewarded 1 (a larger threshold): the
+    # best kernel reports the evaluator's 1.
+    assert BestKernel(_eval(True, 1.2, 1.2, reward=1), 1).reward == 1.0
+    assert BestKernel(_eval(True, 1.0, 0.5, reward=2), 1).reward == 2.0
 
 
 def test_only_correct_timed_rule_free_results_compete() -> None:
+    from cuda_agent.evaluator.rules import RULES, RuleViolation
+
     assert is_candidate(_eval(True, 1.0, 1.1))
     assert not is_candidate(_eval(False, 1.0, 1.1))
     assert not is_candidate(_eval(True, None, None))
-    assert not is_candidate(_eval(True, 1.0, 5.0, rules_fired=("stale_output",)))
+    assert not is_candidate(_eval(True, 1.0, 5.0, rules_fired=(RuleViolation(next(iter(RULES)), "x"),)))
     slow = BestKernel(_eval(True, 1.0, 0.4), 3, {"kernels/k.cu": "slow"})
     fast = BestKernel(_eval(True, 2.0, 1.3), 9, {"kernels/k.cu": "fast"})
     assert slow.improves_on(None) and fast.improves_on(slow) and not slow.improves_on(fast)
@@ -41,21 +43,21 @@ def test_best_kernel_round_trip_and_confined_write(tmp_path: Path) -> None:
     assert not (tmp_path / "escape.txt").exists()
 
 
-def test_evaluation_reads_the_evaluators_result() -> None:
-    from cuda_agent.evaluator.result import EvalResult
-    from cuda_agent.evaluator.rules import RuleViolation
+def test_the_agent_reads_the_evaluators_result_rendered_once() -> None:
+    from cuda_agent.evaluator.rules import RULES, RuleViolation
 
     result = EvalResult(task_id="t", stage="timed", correct=True, speedup_eager=2.5, speedup_compile=1.25, reward=3,
                         sol_fraction=0.5, sol_bound="memory")
-    ev = Evaluation.from_result(result, "profile")
-    assert (ev.stage, ev.correct, ev.speedup_vs_eager, ev.speedup_vs_compile, ev.reward) == ("timed", True, 2.5, 1.25, 3.0)
-    assert "50.0% of the speed-of-light floor" in ev.render() and is_candidate(ev)
-    rule = list(__import__("cuda_agent.evaluator.rules", fromlist=["RULES"]).RULES)[0]
+    shown = render_result(result, "profile")
+    assert shown.startswith("profile: stage=timed correct=yes") and "reward: 3" in shown
+    assert "speedup vs torch.compile: 1.250x" in shown and "50.0% of the speed-of-light floor" in shown
+    assert is_candidate(result)
+    rule = list(RULES)[0]
     cheat = EvalResult(task_id="t", stage="rule_violation", correct=False, reason="a rule fired",
                        rules_fired=(RuleViolation(rule, "caught it"),))
-    ev = Evaluation.from_result(cheat, "verify")
-    assert ev.rules_fired == (rule,) and not ev.correct and f"rule {rule}: caught it" in ev.render()
-    assert Evaluation.from_dict(ev.to_dict()) == ev
+    shown = render_result(cheat, "verify")
+    assert f"rules fired: {rule}" in shown and "correct=NO" in shown and f"rule {rule}: caught it" in shown
+    assert not is_candidate(cheat)
 
 
 def _write_trajectory(path: Path, reward: float | None) -> None:

@@ -47,7 +47,7 @@ def test_protected_files_are_read_only(files_env: AgentEnv, task) -> None:
     files_env.reset(task)
     for path in ("model.py", "binding.py", "include/cuda_agent.h", "SKILL.md", ".cuda_agent/manifest.json"):
         obs, *_ , info = files_env.step(ToolCall("write", {"path": path, "content": "pwned"}))
-        assert not info["ok"] and "protected" in obs, path
+        assert not info.ok and "protected" in obs, path
     obs, *_ , info = files_env.step(ToolCall("edit", {"path": "model.py", "old_string": "Model", "new_string": "M"}))
     assert "protected" in obs
     assert files_env.files is not None
@@ -127,9 +127,9 @@ def test_invalid_calls_become_error_observations_and_count(files_env: AgentEnv, 
     obs, reward, terminated, truncated, info = files_env.step(call)
     assert obs.startswith("error:") and expected in obs
     assert (reward, terminated, truncated) == (0.0, False, False)
-    assert info["ok"] is False and files_env.turns == 1
+    assert info.ok is False and files_env.turns == 1
     obs, *_ , info = files_env.step(ToolCall("read", {"path": "model.py"}))
-    assert info["ok"] and "class Model" in obs and files_env.turns == 2
+    assert info.ok and "class Model" in obs and files_env.turns == 2
 
 
 def test_bash_timeout_kills_the_command(files_env: AgentEnv, task) -> None:
@@ -148,7 +148,7 @@ def test_bash_sees_no_api_keys(files_env: AgentEnv, task, monkeypatch) -> None:
 def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(files_env: AgentEnv, task) -> None:
     """`profile --breakdown` (tool argument or typed in bash) asks the evaluator for per-kernel times; other
     arguments are refused with what the command takes, instead of being ignored."""
-    from cuda_agent.agent.backend import Evaluation
+    from cuda_agent.agent.backend import render_result
     from cuda_agent.evaluator import EvalConfig, EvalResult
 
     schema = {s["function"]["name"]: s["function"] for s in ToolRegistry().schemas()}["profile"]
@@ -168,8 +168,8 @@ def test_profile_breakdown_reaches_the_evaluator_config_and_the_agent_reads_it(f
     rows = [{"name": "relu_vec4(float4 const*, float4*, long)", "total_us": 3000.0, "calls": 1},
             {"name": "relu_scalar", "total_us": 1000.0, "calls": 2}]
     compiled = [{"name": "triton_poi_fused_relu_0", "total_us": 2900.0, "calls": 1}]
-    shown = Evaluation.from_result(EvalResult(task_id="t", stage="timed", correct=True, kernel_breakdown=tuple(rows),
-                                              compile_kernel_breakdown=tuple(compiled)), "profile").render()
+    shown = render_result(EvalResult(task_id="t", stage="timed", correct=True, kernel_breakdown=tuple(rows),
+                                     compile_kernel_breakdown=tuple(compiled)), "profile")
     assert "your kernels per call" in shown
     assert " 75.0%    3000.00     1  other             relu_vec4(float4 const*, float4*, long)" in shown
     assert " 25.0%    1000.00     2  other             relu_scalar" in shown

@@ -125,7 +125,7 @@ def test_paper_table_cells_and_consistency_with_its_footnote() -> None:
 def test_outcome_times_are_the_ones_the_speedups_used() -> None:
     """An evaluator result's baselines are cached times scaled by its drift; the outcome's times are the scaled ones,
     so eager_ms / candidate_ms is the reported speedup."""
-    from cuda_agent.bench.outcome import outcome_from_eval
+    from cuda_agent.bench.outcome import TaskOutcome
     from cuda_agent.evaluator.result import EvalResult
     from cuda_agent.evaluator.timing import TimingStats
 
@@ -134,8 +134,8 @@ def test_outcome_times_are_the_ones_the_speedups_used() -> None:
                         candidate=cand, baseline_drift=1.04, speedup_eager=3.0 * 1.04 / 2.0,
                         speedup_compile=2.5 * 1.04 / 2.0)
     for given in (result, EvalResult.from_json(result.to_json())):
-        o = outcome_from_eval(given)
+        o = TaskOutcome.from_result(given)
         assert (o.eager_ms, o.compile_ms, o.candidate_ms) == pytest.approx((3.12, 2.6, 2.0))
         assert o.eager_ms / o.candidate_ms == pytest.approx(o.speedup_vs_eager)
-    undrifted = outcome_from_eval(EvalResult.from_dict({**result.to_dict(), "baseline_drift": None}))
+    undrifted = TaskOutcome.from_result(EvalResult.from_dict({**result.to_dict(), "baseline_drift": None}))
     assert undrifted.eager_ms == pytest.approx(3.0)

@@ -116,7 +116,7 @@ def test_agent_run_keeps_best_kernel_and_trajectory_and_skips_finished_tasks(tmp
 
 
 def test_outcome_from_episode_writes_the_best_kernel(tmp_path: Path, kb_tasks: TaskSet) -> None:
-    from cuda_agent.agent import BestKernel, EpisodeResult, Evaluation, Usage
+    from cuda_agent.agent import BestKernel, EpisodeResult, Usage
     from cuda_agent.bench.runner import outcome_from_episode
 
     from cuda_agent.evaluator import EvalResult
@@ -124,9 +124,9 @@ def test_outcome_from_episode_writes_the_best_kernel(tmp_path: Path, kb_tasks: T
 
     task = kb_tasks["L1/19_ReLU"]
     eager, compiled, candidate = (TimingStats.from_samples([ms]) for ms in (2.0, 1.5, 1.0))
-    evaluation = Evaluation.from_result(EvalResult(
+    evaluation = EvalResult(
         task_id=task.id, stage="timed", correct=True, eager=eager, compile=compiled, candidate=candidate,
-        speedup_eager=2.0, speedup_compile=1.5, reward=3), "profile")
+        speedup_eager=2.0, speedup_compile=1.5, reward=3)
     best = BestKernel(evaluation, turn=7, files={"model_new.py": "M", "kernels/relu.cu": "K"})
     episode = EpisodeResult(task.id, "submitted", "", 3.0, True, 9, Usage(), 1.0, best, None, None)
     outcome = outcome_from_episode(task, episode, tmp_path)

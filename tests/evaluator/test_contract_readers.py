@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.agent.backend import Evaluation
-from cuda_agent.agent.best import paper_reward
-from cuda_agent.bench.outcome import outcome_from_eval
+from cuda_agent.agent.backend import render_result
+from cuda_agent.agent.best import BestKernel, is_candidate
+from cuda_agent.bench.outcome import TaskOutcome
 from cuda_agent.errors import ConfigError
 from cuda_agent.evaluator import EvalConfig, EvalResult, reward
 from cuda_agent.evaluator.config import KINDS
@@ -34,23 +34,17 @@ def test_a_fired_rule_is_incorrect_to_the_agent_the_benchmark_and_the_reward() -
     flagged = EvalResult(task_id="L1/1_x", stage="timed", correct=True, speedup_eager=2.0, speedup_compile=2.0,
                          rules_fired=(RuleViolation("cached_output", "same pointer"),), reward=3)
     assert reward(flagged) == -1
-    outcome = outcome_from_eval(flagged)
+    outcome = TaskOutcome.from_result(flagged)
     assert not outcome.correct and outcome.speedup_vs_compile is None and outcome.rules_fired == ("cached_output",)
     assert outcome.level == 1
-    ev = Evaluation.from_result(flagged, "profile")
-    assert ev.rules_fired == ("cached_output",) and "rule cached_output: same pointer" in ev.message
-    assert ev.result == flagged
+    assert not is_candidate(flagged) and "rule cached_output: same pointer" in render_result(flagged, "profile")
 
 
-def test_the_agent_falls_back_to_the_evaluators_schedule_at_its_threshold() -> None:
-    """An evaluation without a reward (written by hand, or by an older run) gets the evaluator's schedule: exactly
-    5% faster is not faster."""
-    def ev(eager: float, compiled: float) -> Evaluation:
-        return Evaluation(kind="profile", stage="timed", correct=True, speedup_vs_eager=eager,
-                          speedup_vs_compile=compiled)
+def test_the_agent_takes_the_evaluators_reward_and_never_recomputes_it() -> None:
+    """The evaluator applied its schedule at its own threshold (exactly 5% faster is not faster): the agent's best
+    kernel reports that reward as it is, and the reward of a result equals the schedule's at that threshold."""
+    def timed(eager: float, compiled: float) -> EvalResult:
+        result = EvalResult(task_id="t", stage="timed", correct=True, speedup_eager=eager, speedup_compile=compiled)
+        return EvalResult(**{**result.__dict__, "reward": reward(result)})
 
-    assert paper_reward(ev(1.05, 1.05)) == 1
-    assert paper_reward(ev(1.0501, 1.05)) == 2
-    assert paper_reward(ev(1.0501, 1.0501)) == 3
-    assert paper_reward(Evaluation(kind="profile", stage="timed", correct=True, speedup_vs_eager=9.0,
-                                   speedup_vs_compile=9.0, rules_fired=("cached_output",))) == -1
+    assert [BestKernel(timed(*s), 1).reward for s in ((1.05, 1.05), (1.0501, 1.05), (1.0501, 1.0501))] == [1, 2, 3]

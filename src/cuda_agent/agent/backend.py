@@ -2,23 +2,29 @@
 
 Two backends: `LocalBackend` calls the builder and the evaluator in this process's machine (each evaluation still
 runs in its own isolated subprocess, the evaluator's rule); `PoolBackend` hands the same work to a build/GPU pool.
-The environment only sees `BuildSummary` and `Evaluation`, so it does not depend on which exists.
+The environment only sees `BuildSummary` and the evaluator's own `EvalResult` (the one verdict type from the judge
+to a report), so it does not depend on which exists; `render_result` is where a verdict becomes the model's text.
 
 Verification needs CUDA. On a machine without a GPU (or with ``verify="skip"``) a backend still builds for real
-but answers verify/profile with an `Evaluation` whose stage is ``skipped`` and whose message says so: an honest
+but answers verify/profile with an `EvalResult` whose stage is ``skipped`` and whose reason says so: an honest
 "not checked", never a made-up result.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.result import EvalResult
+from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.tasks.task import Task
+
+if TYPE_CHECKING:
+    from cuda_agent.compiler.builder import BuildResult
+    from cuda_agent.evaluator.isolation import WarmWorker
+    from cuda_agent.pool.base import Pool
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +46,9 @@ class BuildSummary:
     log: str = ""
 
     @classmethod
-    def from_result(cls, result: Any) -> "BuildSummary":
-        return cls(
-            ok=bool(result.ok),
-            seconds=float(getattr(result, "seconds", 0.0) or 0.0),
-            compiled=tuple(getattr(result, "compiled", ()) or ()),
-            diagnostics=str(getattr(result, "diagnostics", "") or ""),
-            log=str(getattr(result, "log", "") or ""),
-        )
+    def from_result(cls, result: "BuildResult") -> "BuildSummary":
+        return cls(ok=result.ok, seconds=float(result.seconds), compiled=tuple(result.compiled),
+                   diagnostics=result.diagnostics, log=result.log)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"compiled": list(self.compiled)}
@@ -59,103 +60,33 @@ class BuildSummary:
         return f"build FAILED after {self.seconds:.2f} s:\n{self.diagnostics or self.log or '(no compiler output)'}"
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """One verify or profile outcome, as the environment tracks and shows it.
+def skipped_result(task: Task) -> EvalResult:
+    """The answer of a backend that cannot verify here: stage ``skipped``, the schedule's incorrect reward, and a
+    reason saying why (an honest "not checked", never a made-up verdict)."""
+    return failure(task.id, "skipped", SKIPPED_MESSAGE)
 
-    ``correct`` is None when nothing was checked (stage ``skipped``); speedups are None when not timed.
-    ``raw`` is the evaluator's own result (``EvalResult.to_dict()``) kept for the trajectory.
-    """
 
-    kind: EvalKind
-    stage: str
-    correct: bool | None
-    speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
-    reward: float | None = None
-    rules_fired: tuple[str, ...] = ()
-    message: str = ""
-    raw: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def skipped(self) -> bool:
-        return self.stage == "skipped"
-
-    @classmethod
-    def skipped_result(cls, kind: EvalKind) -> "Evaluation":
-        return cls(kind=kind, stage="skipped", correct=None, message=SKIPPED_MESSAGE)
-
-    @classmethod
-    def from_result(cls, result: EvalResult, kind: EvalKind) -> "Evaluation":
-        """Read the evaluator's `EvalResult` (an answer that came over the wire as a dict: `EvalResult.from_dict`
-        it first, so a malformed answer fails there, loudly, instead of reading as "incorrect")."""
-        lines = [result.reason]
-        lines += [f"rule {v.rule}: {v.detail}" for v in result.rules_fired if v.detail]
-        if result.max_abs_error is not None:
-            lines.append(f"max abs error: {result.max_abs_error:.3g}")
-        if result.sol_fraction is not None:
-            lines.append(f"{100 * result.sol_fraction:.1f}% of the speed-of-light floor ({result.sol_bound or 'bound'})")
-        lines += _breakdown_lines(result)
-        return cls(
-            kind=kind,
-            stage=result.stage,
-            correct=result.correct,
-            speedup_vs_eager=result.speedup_eager,
-            speedup_vs_compile=result.speedup_compile,
-            reward=float(result.reward),
-            rules_fired=result.rule_names,
-            message="\n".join(line for line in lines if line),
-            raw=result.to_dict(),
-        )
-
-    @property
-    def result(self) -> EvalResult | None:
-        """The evaluator's result this evaluation was read from (None when nothing was evaluated)."""
-        return EvalResult.from_dict(self.raw) if self.raw else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "stage": self.stage,
-            "correct": self.correct,
-            "speedup_vs_eager": self.speedup_vs_eager,
-            "speedup_vs_compile": self.speedup_vs_compile,
-            "reward": self.reward,
-            "rules_fired": list(self.rules_fired),
-            "message": self.message,
-            "raw": dict(self.raw),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Evaluation":
-        return cls(
-            kind=data.get("kind", "profile"),
-            stage=str(data.get("stage", "unknown")),
-            correct=data.get("correct"),
-            speedup_vs_eager=data.get("speedup_vs_eager"),
-            speedup_vs_compile=data.get("speedup_vs_compile"),
-            reward=data.get("reward"),
-            rules_fired=tuple(data.get("rules_fired", ())),
-            message=str(data.get("message", "")),
-            raw=dict(data.get("raw", {})),
-        )
-
-    def render(self) -> str:
-        """The text the agent reads."""
-        if self.skipped:
-            return f"{self.kind}: {self.message}"
-        lines = [f"{self.kind}: stage={self.stage} correct={'yes' if self.correct else 'NO'}"]
-        if self.rules_fired:
-            lines.append("rules fired: " + ", ".join(self.rules_fired))
-        if self.speedup_vs_eager is not None:
-            lines.append(f"speedup vs eager PyTorch: {self.speedup_vs_eager:.3f}x")
-        if self.speedup_vs_compile is not None:
-            lines.append(f"speedup vs torch.compile: {self.speedup_vs_compile:.3f}x")
-        if self.reward is not None:
-            lines.append(f"reward: {self.reward:g}")
-        if self.message:
-            lines.append(self.message)
-        return "\n".join(lines)
+def render_result(result: EvalResult, kind: EvalKind) -> str:
+    """The text the agent reads for one ``verify`` or ``profile``: the only place an `EvalResult` becomes words for
+    the model (stage, rules, speedups, reward, the reason, errors, the speed-of-light share, per-kernel times)."""
+    if result.stage == "skipped":
+        return f"{kind}: {result.reason}"
+    lines = [f"{kind}: stage={result.stage} correct={'yes' if result.correct else 'NO'}"]
+    if result.rules_fired:
+        lines.append("rules fired: " + ", ".join(result.rule_names))
+    if result.speedup_eager is not None:
+        lines.append(f"speedup vs eager PyTorch: {result.speedup_eager:.3f}x")
+    if result.speedup_compile is not None:
+        lines.append(f"speedup vs torch.compile: {result.speedup_compile:.3f}x")
+    lines.append(f"reward: {result.reward:g}")
+    lines.append(result.reason)
+    lines += [f"rule {v.rule}: {v.detail}" for v in result.rules_fired if v.detail]
+    if result.max_abs_error is not None:
+        lines.append(f"max abs error: {result.max_abs_error:.3g}")
+    if result.sol_fraction is not None:
+        lines.append(f"{100 * result.sol_fraction:.1f}% of the speed-of-light floor ({result.sol_bound or 'bound'})")
+    lines += _breakdown_lines(result)
+    return "\n".join(line for line in lines if line)
 
 
 def _breakdown_lines(result: EvalResult, top: int = 8) -> list[str]:
@@ -173,19 +104,29 @@ def _breakdown_lines(result: EvalResult, top: int = 8) -> list[str]:
 
 
 class EvalBackend(Protocol):
-    """Builds and evaluates a workspace for the environment."""
+    """Builds and evaluates a workspace for the environment.
+
+    ``verify_mode`` says what the verdicts are: ``gpu`` (the evaluator's), ``skip`` (nothing checked: every
+    evaluation is a ``skipped`` result, and the episode's reward is unavailable) or a backend's own word for a
+    documented stand-in."""
+
+    verify_mode: str
 
     def build(self, workspace: Path) -> BuildSummary:
         """Compile the workspace's kernels; compiler errors come back in the summary, never raised."""
         ...
 
-    def verify(self, task: Task, workspace: Path) -> Evaluation:
+    def verify(self, task: Task, workspace: Path) -> EvalResult:
         """Check correctness (and the anti-cheat rules) of the workspace's solution."""
         ...
 
-    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> EvalResult:
         """Verify, then time the solution against eager PyTorch and torch.compile; ``breakdown`` adds the time of
         each of the candidate's kernels."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend started (a warm worker); the pool or service behind it stays the caller's."""
         ...
 
 
@@ -230,7 +171,7 @@ class LocalBackend:
         self.cache_dir = cache_dir
         self.jobs = jobs
         self.warm = warm
-        self._worker: Any | None = None
+        self._worker: WarmWorker | None = None
 
     def build(self, workspace: Path) -> BuildSummary:
         from cuda_agent.compiler.confined import build_confined
@@ -238,15 +179,15 @@ class LocalBackend:
         result = build_confined(workspace, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
         return BuildSummary.from_result(result)
 
-    def verify(self, task: Task, workspace: Path) -> Evaluation:
+    def verify(self, task: Task, workspace: Path) -> EvalResult:
         return self._evaluate(task, workspace, "verify")
 
-    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> EvalResult:
         return self._evaluate(task, workspace, "profile", breakdown)
 
-    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> Evaluation:
+    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> EvalResult:
         if self.verify_mode == "skip":
-            return Evaluation.skipped_result(kind)
+            return skipped_result(task)
         from cuda_agent.evaluator import evaluate
 
         config = EvalConfig.for_kind(kind, self.eval_config, breakdown=breakdown)
@@ -257,9 +198,9 @@ class LocalBackend:
             overrides["arch"] = self.arch
         if overrides:
             config = dataclasses.replace(config, **overrides)
-        return Evaluation.from_result(evaluate(task, workspace, config, worker=self._warm_worker()), kind)
+        return evaluate(task, workspace, config, worker=self._warm_worker())
 
-    def _warm_worker(self) -> Any | None:
+    def _warm_worker(self) -> "WarmWorker | None":
         if not self.warm:
             return None
         if self._worker is None:
@@ -276,10 +217,13 @@ class LocalBackend:
 
 
 class PoolBackend:
-    """Send builds and evaluations to a pool (`cuda_agent.pool.LocalPool`, `RayPool`, or an HTTP client with the
-    same methods): ``pool.submit_build(workspace)`` and ``pool.submit(EvalJob(...))``, each returning a future."""
+    """Send builds and evaluations to a pool (`cuda_agent.pool.LocalPool`, `RayPool`, or the HTTP `PoolClient`):
+    ``pool.submit_build(workspace)`` and ``pool.submit(EvalJob(...))``, each returning a future. The pool belongs to
+    the caller (several episodes share it), so `close` leaves it running."""
 
-    def __init__(self, pool: Any, *, eval_config: EvalConfig | None = None, timeout_s: float | None = None) -> None:
+    verify_mode = "gpu"
+
+    def __init__(self, pool: "Pool", *, eval_config: EvalConfig | None = None, timeout_s: float | None = None) -> None:
         self.pool = pool
         self.eval_config = eval_config
         self.timeout_s = timeout_s
@@ -287,16 +231,18 @@ class PoolBackend:
     def build(self, workspace: Path) -> BuildSummary:
         return BuildSummary.from_result(self.pool.submit_build(workspace).result(timeout=self.timeout_s))
 
-    def verify(self, task: Task, workspace: Path) -> Evaluation:
+    def verify(self, task: Task, workspace: Path) -> EvalResult:
         return self._evaluate(task, workspace, "verify")
 
-    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> EvalResult:
         return self._evaluate(task, workspace, "profile", breakdown)
 
-    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> Evaluation:
+    def _evaluate(self, task: Task, workspace: Path, kind: EvalKind, breakdown: bool = False) -> EvalResult:
         from cuda_agent.pool import EvalJob
 
         job = EvalJob.create(task, workspace, EvalConfig.for_kind(kind, self.eval_config, breakdown=breakdown),
                              kind=kind)
-        answer = self.pool.submit(job).result(timeout=self.timeout_s)
-        return Evaluation.from_result(answer if isinstance(answer, EvalResult) else EvalResult.from_dict(answer), kind)
+        return self.pool.submit(job).result(timeout=self.timeout_s)
+
+    def close(self) -> None:
+        """Nothing to release: the pool is the caller's."""

@@ -7,34 +7,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from cuda_agent.agent.backend import Evaluation
-from cuda_agent.evaluator.reward_schedule import discrete_reward
-
-
-def paper_reward(evaluation: Evaluation) -> float:
-    """The evaluator's reward; where it gave none (an evaluation written by hand or by an older run), the same
-    schedule (`discrete_reward`) applied to the evaluation's speedups, so there is one reward rule, not two."""
-    if evaluation.reward is not None:
-        return evaluation.reward
-    passed = bool(evaluation.correct) and not evaluation.rules_fired
-    return float(discrete_reward(passed, evaluation.speedup_vs_eager, evaluation.speedup_vs_compile))
+from cuda_agent.evaluator.result import EvalResult
 
 
 @dataclass(frozen=True)
 class BestKernel:
-    """A measured, correct solution: its evaluation, the turn it was measured at, and its files."""
+    """A measured, correct solution: the evaluator's result, the turn it was measured at, and its files.
 
-    evaluation: Evaluation
+    Its reward is the result's own (the reward schedule's, applied by whoever judged it), never recomputed here."""
+
+    result: EvalResult
     turn: int
     files: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def speedup_vs_compile(self) -> float:
-        return float(self.evaluation.speedup_vs_compile or 0.0)
+        return float(self.result.speedup_compile or 0.0)
 
     @property
     def reward(self) -> float:
-        return paper_reward(self.evaluation)
+        return float(self.result.reward)
 
     def improves_on(self, other: "BestKernel | None") -> bool:
         return other is None or self.speedup_vs_compile > other.speedup_vs_compile
@@ -54,16 +46,16 @@ class BestKernel:
         return written
 
     def to_dict(self, with_files: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"turn": self.turn, "evaluation": self.evaluation.to_dict()}
+        out: dict[str, Any] = {"turn": self.turn, "result": self.result.to_dict()}
         if with_files:
             out["files"] = dict(self.files)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BestKernel":
-        return cls(Evaluation.from_dict(data["evaluation"]), int(data["turn"]), dict(data.get("files", {})))
+        return cls(EvalResult.from_dict(data["result"]), int(data["turn"]), dict(data.get("files", {})))
 
 
-def is_candidate(evaluation: Evaluation) -> bool:
-    """Only a correct, timed result can be the episode's best."""
-    return bool(evaluation.correct) and evaluation.speedup_vs_compile is not None and not evaluation.rules_fired
+def is_candidate(result: EvalResult) -> bool:
+    """Only a passed (correct, no rule fired), timed result can be the episode's best."""
+    return result.passed and result.speedup_compile is not None

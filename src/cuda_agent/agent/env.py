@@ -19,15 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from cuda_agent.agent.backend import BuildSummary, EvalBackend, Evaluation, LocalBackend
-from cuda_agent.agent.best import BestKernel, is_candidate, paper_reward
+from cuda_agent.agent.backend import BuildSummary, EvalBackend, EvalKind, LocalBackend, render_result
+from cuda_agent.agent.best import BestKernel, is_candidate
 from cuda_agent.agent.config import EnvConfig
 from cuda_agent.agent.files import ToolError, WorkspaceFiles
 from cuda_agent.agent.prompts import system_prompt, task_prompt
 from cuda_agent.agent.runner import Shell, make_shell
+from cuda_agent.agent.step_info import EpisodeEnd, StepInfo
 from cuda_agent.agent.tools import MalformedCallError, ToolRegistry, trim
 from cuda_agent.agent.types import Message, ToolCall, Usage
 from cuda_agent.errors import CudaAgentError, SandboxError, WorkspaceError
+from cuda_agent.evaluator.result import EvalResult, failure
+from cuda_agent.evaluator.reward_schedule import REWARD_INCORRECT, REWARD_UNAVAILABLE
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -35,7 +38,7 @@ log = logging.getLogger(__name__)
 # What each `cuda-agent` command accepts (from a tool call or typed in the sandbox's bash).
 COMMAND_OPTIONS: dict[str, tuple[str, ...]] = {"build": (), "verify": (), "profile": ("--breakdown",), "submit": ()}
 
-StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+StepResult = tuple[str, float, bool, bool, StepInfo]
 
 
 class EpisodeOverError(CudaAgentError):
@@ -50,7 +53,7 @@ class EnvState:
     usage: Usage = Usage()
     elapsed_s: float = 0.0
     best: BestKernel | None = None
-    last_evaluation: Evaluation | None = None
+    last_evaluation: EvalResult | None = None
     malformed_calls: int = 0
     builds_ok: int = 0
 
@@ -83,9 +86,16 @@ class AgentEnv:
         self.done = False
         self.best: BestKernel | None = None
         self.last_build: BuildSummary | None = None
-        self.last_evaluation: Evaluation | None = None
-        self.evaluations: list[Evaluation] = []
-        self._step_events: dict[str, Any] = {}
+        self.last_evaluation: EvalResult | None = None
+        self.evaluations: list[EvalResult] = []
+        self._step_clear()
+
+    def _step_clear(self) -> None:
+        """Forget what the previous step ran (its `StepInfo` is built from these)."""
+        self._step_malformed = False
+        self._step_build: BuildSummary | None = None
+        self._step_evaluations: list[EvalResult] = []
+        self._step_best_changed = False
 
     # ---- the Env API -------------------------------------------------------------------------------------------
 
@@ -118,7 +128,7 @@ class AgentEnv:
         call = _as_tool_call(tool_call)
         with self._lock:
             self.turns += 1
-            self._step_events = {}
+            self._step_clear()
             started = time.monotonic()
             error: str | None = None
             try:
@@ -126,7 +136,7 @@ class AgentEnv:
                     tool, args = self.registry.validate(call)
                 except MalformedCallError:
                     self.malformed_calls += 1
-                    self._step_events["malformed"] = True
+                    self._step_malformed = True
                     raise
                 observation = tool.function(self, **args)
             except ToolError as exc:
@@ -154,8 +164,8 @@ class AgentEnv:
         """Stop the sandbox and delete a workspace this environment created in a temporary folder. A backend the
         environment made itself is closed too (one passed in belongs to the caller)."""
         self._end_episode()
-        if self._owns_backend and hasattr(self.backend, "close"):
-            self.backend.close()  # type: ignore[attr-defined]
+        if self._owns_backend:
+            self.backend.close()
 
     def _end_episode(self) -> None:
         if self._shell is not None:
@@ -209,18 +219,19 @@ class AgentEnv:
         return None
 
     def final_reward(self) -> float:
-        """The episode's reward: the best kernel's (``final_reward='best'``) or the last evaluation's; -1 when
-        evaluated and never correct; 0.0 when nothing could be checked (no GPU: `reward_available` is false)."""
+        """The episode's reward, always the reward schedule's: the best kernel's (``final_reward='best'``) or the last
+        evaluation's; the schedule's incorrect reward when nothing correct was evaluated; its "unavailable" reward
+        when nothing could be checked (no GPU: `reward_available` is false)."""
         if self.config.final_reward == "best" and self.best is not None:
             return self.best.reward
         last = self.last_evaluation
-        if last is None or last.skipped:
-            return 0.0 if self.reward_unavailable() else -1.0
-        return paper_reward(last)
+        if last is None or last.stage == "skipped":
+            return REWARD_UNAVAILABLE if self.reward_unavailable() else float(REWARD_INCORRECT)
+        return float(last.reward)
 
     def reward_unavailable(self) -> bool:
-        return self.best is None and (not self.evaluations or all(e.skipped for e in self.evaluations)) and (
-            getattr(self.backend, "verify_mode", "gpu") == "skip"
+        return self.best is None and all(e.stage == "skipped" for e in self.evaluations) and (
+            self.backend.verify_mode == "skip"
         )
 
     def state(self) -> EnvState:
@@ -268,17 +279,17 @@ class AgentEnv:
         build = self._build()
         if command == "build":
             return build.render(), 0 if build.ok else 1
-        kind = "verify" if command == "verify" else "profile"
+        kind: EvalKind = "verify" if command == "verify" else "profile"
         evaluation = (self._evaluate(kind, breakdown="--breakdown" in args) if build.ok
-                      else self._record(_build_failed(kind, build)))
-        text = build.render() if not build.ok else f"{build.render()}\n{evaluation.render()}"
+                      else self._record(_build_failed(self.task, build)))
+        text = build.render() if not build.ok else f"{build.render()}\n{render_result(evaluation, kind)}"
         if command == "submit":
             if self.config.submit_requires_build and not build.ok and not self.builds_ok:
                 return (f"{text}\nsubmit refused: nothing has built in this episode yet. Write your kernels under "
                         "kernels/ and ModelNew in model_new.py, build until it succeeds, then submit."), 1
             self.submitted = True
             return f"{text}\nsubmitted: the episode is over. {self._best_line()}", 0
-        return text, 0 if evaluation.correct or evaluation.skipped else 1
+        return text, 0 if evaluation.correct or evaluation.stage == "skipped" else 1
 
     # ---- internals -------------------------------------------------------------------------------------------
 
@@ -287,10 +298,10 @@ class AgentEnv:
         summary = self.backend.build(self.workspace)
         self.last_build = summary
         self.builds_ok += int(summary.ok)
-        self._step_events["build"] = summary.to_dict()
+        self._step_build = summary
         return summary
 
-    def _evaluate(self, kind: str, breakdown: bool = False) -> Evaluation:
+    def _evaluate(self, kind: EvalKind, breakdown: bool = False) -> EvalResult:
         assert self.task is not None and self.workspace is not None
         files = self._snapshot()
         if kind == "verify":
@@ -302,19 +313,20 @@ class AgentEnv:
             candidate = BestKernel(evaluation, self.turns, files)
             if candidate.improves_on(self.best):
                 self.best = candidate
-                self._step_events["best_changed"] = True
+                self._step_best_changed = True
         return evaluation
 
-    def _record(self, evaluation: Evaluation) -> Evaluation:
+    def _record(self, evaluation: EvalResult) -> EvalResult:
         self.last_evaluation = evaluation
         self.evaluations.append(evaluation)
-        self._step_events.setdefault("evaluations", []).append(evaluation.to_dict())
+        self._step_evaluations.append(evaluation)
         return evaluation
 
     def _final_evaluation(self) -> None:
+        assert self.task is not None
         try:
             build = self._build()
-            self._evaluate("profile") if build.ok else self._record(_build_failed("profile", build))
+            self._evaluate("profile") if build.ok else self._record(_build_failed(self.task, build))
         except CudaAgentError as exc:
             log.warning("final evaluation failed: %s", exc)
 
@@ -338,25 +350,15 @@ class AgentEnv:
                 f"reward {self.best.reward:g}.")
 
     def _info(self, call: ToolCall, error: str | None, seconds: float, terminated: bool, truncated: bool,
-              reward: float) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "turn": self.turns,
-            "tool": call.name,
-            "ok": error is None,
-            "error": error,
-            "seconds": seconds,
-            "elapsed_s": self.elapsed_s,
-            "tokens": self.usage.total_tokens,
-            **self._step_events,
-        }
-        if self.best is not None:
-            info["best"] = self.best.to_dict(with_files=bool(self._step_events.get("best_changed")))
+              reward: float) -> StepInfo:
+        end = None
         if terminated or truncated:
-            info["end_reason"] = ("submitted" if self.submitted else "fatal") if terminated else self.budget_spent()
-            info["fatal"] = self.fatal
-            info["reward_available"] = not self.reward_unavailable()
-            info["final_reward"] = reward
-        return info
+            reason = ("submitted" if self.submitted else "fatal") if terminated else (self.budget_spent() or "ended")
+            end = EpisodeEnd(reason, self.fatal, not self.reward_unavailable(), reward)
+        return StepInfo(turn=self.turns, tool=call.name, error=error, seconds=seconds, elapsed_s=self.elapsed_s,
+                        tokens=self.usage.total_tokens, malformed=self._step_malformed, build=self._step_build,
+                        evaluations=tuple(self._step_evaluations), best=self.best,
+                        best_changed=self._step_best_changed, end=end)
 
     def _make_workspace(self, task: Task, requested: Path | None) -> tuple[Path, bool]:
         from cuda_agent.workspace import Workspace, create_workspace
@@ -377,9 +379,9 @@ class AgentEnv:
         return create_workspace(task, parent / "ws").root, True
 
 
-def _build_failed(kind: str, build: BuildSummary) -> Evaluation:
-    return Evaluation(kind=kind, stage="build_failed", correct=False, reward=-1.0,  # type: ignore[arg-type]
-                      message=build.diagnostics[:2000])
+def _build_failed(task: Task, build: BuildSummary) -> EvalResult:
+    """The verdict on a solution that did not build: nothing was evaluated, and the schedule's reward applies."""
+    return failure(task.id, "build_failed", build.diagnostics[:2000])
 
 
 def _as_tool_call(value: ToolCall | Mapping[str, Any]) -> ToolCall:

@@ -33,21 +33,20 @@ def render_report(result: EpisodeResult) -> str:
     if best is None:
         lines.append("No correct, profiled kernel was produced in this episode.")
     else:
-        ev = best.evaluation
         lines += [
-            f"Measured at turn {best.turn}: speedup vs torch.compile **{_fmt(ev.speedup_vs_compile)}**, "
-            f"vs eager {_fmt(ev.speedup_vs_eager)}, reward {best.reward:g}.",
+            f"Measured at turn {best.turn}: speedup vs torch.compile **{_fmt(best.result.speedup_compile)}**, "
+            f"vs eager {_fmt(best.result.speedup_eager)}, reward {best.reward:g}.",
             "",
             "Files (in `best/`): " + ", ".join(f"`{name}`" for name in sorted(best.files)),
         ]
     if result.evaluations:
-        lines += ["", "## Evaluations", "", "| # | kind | stage | correct | vs eager | vs compile | reward |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += ["", "## Evaluations", "", "| # | stage | correct | vs eager | vs compile | reward |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for number, ev in enumerate(result.evaluations, start=1):
-            correct = "skipped" if ev.get("stage") == "skipped" else ("yes" if ev.get("correct") else "no")
-            lines.append(f"| {number} | {ev.get('kind')} | {ev.get('stage')} | {correct} | "
-                         f"{_fmt(ev.get('speedup_vs_eager'))} | {_fmt(ev.get('speedup_vs_compile'))} | "
-                         f"{'' if ev.get('reward') is None else ev.get('reward')} |")
+            correct = "skipped" if ev.stage == "skipped" else ("yes" if ev.correct else "no")
+            reward = "" if ev.stage == "skipped" else ev.reward
+            lines.append(f"| {number} | {ev.stage} | {correct} | {_fmt(ev.speedup_eager)} | "
+                         f"{_fmt(ev.speedup_compile)} | {reward} |")
     if result.message:
         lines += ["", "## Last message", "", "```", result.message.strip()[:3000], "```"]
     return "\n".join(lines) + "\n"
@@ -91,6 +90,7 @@ def write_outputs(result: EpisodeResult, out_dir: Path) -> dict[str, Path]:
     report.write_text(render_report(result))
     paths["report"] = report
     summary = out_dir / "result.json"
-    summary.write_text(json.dumps({**result.to_dict(), "evaluations": list(result.evaluations)}, indent=2, default=str) + "\n")
+    evaluations = [ev.to_dict() for ev in result.evaluations]
+    summary.write_text(json.dumps({**result.to_dict(), "evaluations": evaluations}, indent=2, default=str) + "\n")
     paths["result"] = summary
     return paths

@@ -16,15 +16,17 @@ from cuda_agent.agent.config import AgentConfig
 from cuda_agent.agent.context import condense
 from cuda_agent.agent.env import AgentEnv
 from cuda_agent.agent.policy import Policy
+from cuda_agent.agent.step_info import StepInfo
 from cuda_agent.agent.tool_turn import run_tool_calls
 from cuda_agent.agent.trajectory import VERSION, Trajectory, TrajectoryError, TrajectoryWriter, now_iso
 from cuda_agent.agent.types import AssistantTurn, Message, Usage
 from cuda_agent.errors import ContextOverflowError, PolicyError
+from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[dict[str, Any]], None]
+ProgressCallback = Callable[[StepInfo], None]
 
 
 class AgentExit(Exception):
@@ -51,7 +53,7 @@ class EpisodeResult:
     best: BestKernel | None
     workspace: Path | None
     trajectory: Path | None
-    evaluations: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    evaluations: tuple[EvalResult, ...] = field(default_factory=tuple)
     malformed_tool_calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,7 +142,7 @@ class Agent:
             if turn.finish_reason:
                 record["finish_reason"] = turn.finish_reason
             answered = run_tool_calls(self.env.step, turn.tool_calls, cut_off=turn.finish_reason == "length",
-                                      on_result=self._report)
+                                      on_result=self.progress)
             for message in answered.messages:
                 self._add(message, record)
             record["results"] = answered.results
@@ -152,11 +154,6 @@ class Agent:
                 record["env"] = {"turns": state.turns, "usage": state.usage.to_dict(), "elapsed_s": state.elapsed_s,
                                  "malformed_calls": state.malformed_calls, "builds_ok": state.builds_ok}
                 self._writer.append(record)
-
-    def _report(self, result: dict[str, Any]) -> None:
-        if self.progress is not None:
-            self.progress({**result["info"], "reward": result["reward"], "terminated": result["terminated"],
-                           "truncated": result["truncated"]})
 
     def _query(self) -> AssistantTurn:
         tools = self.env.tool_schemas()
@@ -182,7 +179,7 @@ class Agent:
             task_id=task.id, reason=reason, message=message, reward=env.final_reward(),
             reward_available=not env.reward_unavailable(), turns=env.turns, usage=env.usage, elapsed_s=env.elapsed_s,
             best=env.best, workspace=env.workspace, trajectory=self.trajectory_path,
-            evaluations=tuple(e.to_dict() for e in env.evaluations), malformed_tool_calls=env.malformed_calls,
+            evaluations=tuple(env.evaluations), malformed_tool_calls=env.malformed_calls,
         )
 
 

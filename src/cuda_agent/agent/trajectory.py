@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from cuda_agent.agent.backend import Evaluation
 from cuda_agent.agent.best import BestKernel
 from cuda_agent.agent.env import EnvState
 from cuda_agent.agent.types import Message, Usage
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.evaluator.result import EvalResult
 
 log = logging.getLogger(__name__)
-VERSION = 1
+# 2: evaluations and the best kernel are the evaluator's `EvalResult` dicts (1 had the agent's own summary).
+VERSION = 2
 
 
 class TrajectoryError(CudaAgentError):
@@ -112,16 +113,20 @@ class Trajectory:
         """Counters and best kernel as of the last saved turn, for `AgentEnv.reset(state=...)`."""
         if not self.turns:
             return EnvState()
+        version = self.header.get("version")
+        if version != VERSION:
+            raise TrajectoryError(f"{self.path}: written in trajectory format {version}, and this cuda-agent resumes "
+                                  f"format {VERSION} only; start a new episode (the old file stays readable)")
         env = self.turns[-1].get("env", {})
         best: BestKernel | None = None
-        last_eval: Evaluation | None = None
+        last_eval: EvalResult | None = None
         for turn in self.turns:
             for result in turn.get("results", []):
                 info = result.get("info", {})
                 if info.get("best_changed") and "files" in info.get("best", {}):
                     best = BestKernel.from_dict(info["best"])
                 for evaluation in info.get("evaluations", []):
-                    last_eval = Evaluation.from_dict(evaluation)
+                    last_eval = EvalResult.from_dict(evaluation)
         return EnvState(
             turns=int(env.get("turns", 0)),
             usage=Usage.from_dict(env.get("usage", {})),

@@ -18,12 +18,19 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from cuda_agent.bench.outcome import TaskOutcome, outcome_from_eval
+from cuda_agent.bench.outcome import TaskOutcome
 from cuda_agent.bench.results import BenchResults
 from cuda_agent.errors import ConfigError
+from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.tasks import Task, TaskSet
+
+if TYPE_CHECKING:
+    from cuda_agent.evaluator.config import EvalConfig
+    from cuda_agent.pool.base import Pool
+    from cuda_agent.pool.job import SolutionSnapshot
+    from cuda_agent.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +89,7 @@ def find_solutions(root: str | Path, tasks: Iterable[Task]) -> tuple[dict[str, P
     return found, unmatched
 
 
-def snapshot_for(path: Path) -> Any:
+def snapshot_for(path: Path) -> "SolutionSnapshot":
     """The pool's `SolutionSnapshot` of a solution: a workspace-format folder's agent files or a single ``.py``."""
     from cuda_agent.pool import SolutionSnapshot
 
@@ -105,17 +112,17 @@ class OfflineRun:
     unmatched: tuple[str, ...]
 
 
-Progress = Callable[[int, int, Any], None]
+Progress = Callable[[int, int, EvalResult], None]
 
 
 def run_offline(
     tasks: TaskSet,
     solutions: str | Path,
     *,
-    pool: Any,
-    store: Any,
+    pool: "Pool",
+    store: "Store",
     run_id: str,
-    config: Any = None,
+    config: "EvalConfig | None" = None,
     name: str = "",
     progress: Progress | None = None,
 ) -> OfflineRun:
@@ -143,7 +150,7 @@ def run_offline(
     outcomes: list[TaskOutcome] = []
     for tid, result in results.items():
         rel = found[tid].relative_to(solutions).as_posix() if tid in found else None
-        outcomes.append(outcome_from_eval(result, by_id[tid].level, task_id=tid, solution=rel))
+        outcomes.append(TaskOutcome.from_result(result, by_id[tid].level, task_id=tid, solution=rel))
     bench = BenchResults.build(
         name or f"offline: {solutions.name}",
         {t.id: t.level for t in tasks},

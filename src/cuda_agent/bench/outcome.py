@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.evaluator.result import EvalResult
+from cuda_agent.evaluator.reward_schedule import REWARD_INCORRECT
 
 _LEVEL_PREFIX = re.compile(r"^L(\d+)[/_]")
 
@@ -117,6 +118,44 @@ class TaskOutcome:
     def with_paths(self, solution: str | None, trajectory: str | None) -> "TaskOutcome":
         return replace(self, solution=solution, trajectory=trajectory)
 
+    @classmethod
+    def from_result(cls, result: EvalResult, level: int | None = None, *, task_id: str | None = None,
+                    solution: str | None = None, trajectory: str | None = None,
+                    extra: Mapping[str, Any] | None = None) -> "TaskOutcome":
+        """The outcome the evaluator's `EvalResult` says: the one way a verdict becomes an outcome, for an agent
+        run's best kernel and for offline scoring alike (a stored or transmitted result: `EvalResult.from_dict` it
+        first).
+
+        Correct means `EvalResult.passed` (a correct stage and no rule fired), the same test the reward makes;
+        speedups and times are the evaluator's, the baselines scaled by its drift (so eager_ms / candidate_ms is the
+        speedup); the reward is the one the evaluator's schedule gave. Raises `ConfigError` when no task id is known.
+        """
+        tid = task_id or result.task_id
+        if not tid:
+            raise ConfigError("evaluation result has no task_id; pass task_id=")
+        correct = result.passed
+
+        def speed(value: float | None) -> float | None:
+            return value if correct and value is not None and math.isfinite(value) and value > 0 else None
+
+        return cls(
+            task_id=tid,
+            level=level if level is not None else level_of(tid),
+            correct=correct,
+            speedup_vs_eager=speed(result.speedup_eager),
+            speedup_vs_compile=speed(result.speedup_compile),
+            eager_ms=result.baseline_ms("eager"),
+            compile_ms=result.baseline_ms("compile"),
+            candidate_ms=result.candidate_ms,
+            stage=result.stage,
+            rules_fired=result.rule_names,
+            reward=float(result.reward),
+            solution=solution,
+            trajectory=trajectory,
+            error="" if correct else result.reason[:500],
+            extra=dict(extra or {}),
+        )
+
 
 def _opt_float(value: Any) -> float | None:
     if value is None:
@@ -135,9 +174,11 @@ def level_of(task_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def failed(task_id: str, level: int | None, reason: str, stage: str = "error") -> TaskOutcome:
-    """An outcome for a task that produced no usable result (it scores as incorrect)."""
-    return TaskOutcome(task_id=task_id, level=level, correct=False, stage=stage, error=reason, reward=-1.0)
+def failed(task_id: str, level: int | None, reason: str, stage: str = "error", *,
+           trajectory: str | None = None) -> TaskOutcome:
+    """An outcome for a task that produced no usable result: incorrect, with the schedule's reward for that."""
+    return TaskOutcome(task_id=task_id, level=level, correct=False, stage=stage, error=reason,
+                       reward=float(REWARD_INCORRECT), trajectory=trajectory)
 
 
 def best_per_task(outcomes: Iterable[TaskOutcome]) -> dict[str, TaskOutcome]:
@@ -149,36 +190,3 @@ def best_per_task(outcomes: Iterable[TaskOutcome]) -> dict[str, TaskOutcome]:
             best[outcome.task_id] = outcome
     return best
 
-
-def outcome_from_eval(result: EvalResult, level: int | None = None, *, task_id: str | None = None,
-                      solution: str | None = None, trajectory: str | None = None) -> TaskOutcome:
-    """Turn the evaluator's `EvalResult` into a `TaskOutcome` (a stored or transmitted result: `EvalResult.from_dict`
-    it first).
-
-    Correct means `EvalResult.passed` (a correct stage and no rule fired), the same test the reward makes; speedups
-    and times are the evaluator's, the baselines scaled by its drift (so eager_ms / candidate_ms is the speedup).
-    """
-    tid = task_id or result.task_id
-    if not tid:
-        raise ConfigError("evaluation result has no task_id; pass task_id=")
-    correct = result.passed
-
-    def speed(value: float | None) -> float | None:
-        return value if correct and value is not None and math.isfinite(value) and value > 0 else None
-
-    return TaskOutcome(
-        task_id=tid,
-        level=level if level is not None else level_of(tid),
-        correct=correct,
-        speedup_vs_eager=speed(result.speedup_eager),
-        speedup_vs_compile=speed(result.speedup_compile),
-        eager_ms=result.baseline_ms("eager"),
-        compile_ms=result.baseline_ms("compile"),
-        candidate_ms=result.candidate_ms,
-        stage=result.stage,
-        rules_fired=result.rule_names,
-        reward=float(result.reward),
-        solution=solution,
-        trajectory=trajectory,
-        error="" if correct else result.reason[:500],
-    )

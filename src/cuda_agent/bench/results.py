@@ -11,11 +11,13 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from cuda_agent.bench.outcome import TaskOutcome, best_per_task, outcome_from_eval
-from cuda_agent.evaluator.result import EvalResult
+from cuda_agent.bench.outcome import TaskOutcome, best_per_task
 from cuda_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cuda_agent.store import Store
 
 RESULTS_SCHEMA = 1
 
@@ -105,13 +107,13 @@ def load_results(path: str | Path) -> BenchResults:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
-def outcomes_from_store(store: Any, run_id: str, levels: Mapping[str, int | None] | None = None) -> list[TaskOutcome]:
+def outcomes_from_store(store: "Store", run_id: str, levels: Mapping[str, int | None] | None = None) -> list[TaskOutcome]:
     """Outcomes of every finished evaluation stored for ``run_id`` (one per evaluation; see `best_per_task`)."""
     outcomes = []
     for record in store.records(run_id=run_id):
         if record.status != "done":
             continue
         tid = record.task_id or str(record.result.get("task_id", ""))
-        outcomes.append(outcome_from_eval(EvalResult.from_dict(record.result), (levels or {}).get(tid), task_id=tid,
-                                          solution=record.result.get("solution") or None))
+        outcomes.append(TaskOutcome.from_result(record.eval_result(), (levels or {}).get(tid), task_id=tid,
+                                                solution=record.result.get("solution") or None))
     return outcomes

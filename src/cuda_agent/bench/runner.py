@@ -17,13 +17,18 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from cuda_agent.bench.offline import task_key
 from cuda_agent.bench.outcome import TaskOutcome, failed
 from cuda_agent.bench.results import BenchResults, load_results, save_results
 from cuda_agent.errors import ConfigError, CudaAgentError
 from cuda_agent.tasks import Task, TaskSet
+
+if TYPE_CHECKING:
+    from cuda_agent.agent import AgentConfig, EnvConfig, EpisodeResult, Policy
+    from cuda_agent.evaluator.config import EvalConfig
+    from cuda_agent.pool.base import Pool
 
 log = logging.getLogger(__name__)
 
@@ -45,35 +50,21 @@ class RunConfig:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
 
 
-def outcome_from_episode(task: Task, episode: Any, run_dir: Path) -> TaskOutcome:
-    """The outcome of an episode: its best kernel (written under ``kernels/``) or a failure naming why."""
+Episode = Callable[[Task, Path, bool], "EpisodeResult"]
+
+
+def outcome_from_episode(task: Task, episode: "EpisodeResult", run_dir: Path) -> TaskOutcome:
+    """The outcome of an episode: its best kernel's verdict (`TaskOutcome.from_result`; the files written under
+    ``kernels/``) or a failure naming why."""
     key = task_key(task.id)
     trajectory = f"trajectories/{key}.json"
-    best = getattr(episode, "best", None)
+    best = episode.best
     if best is None:
-        reason = f"no correct kernel ({getattr(episode, 'reason', '')}: {getattr(episode, 'message', '')})"
-        return TaskOutcome(task_id=task.id, level=task.level, stage="no_correct_kernel", error=reason[:500],
-                           reward=-1.0, trajectory=trajectory)
+        reason = f"no correct kernel ({episode.reason}: {episode.message})"
+        return failed(task.id, task.level, reason[:500], "no_correct_kernel", trajectory=trajectory)
     best.write(run_dir / "kernels" / key)
-    ev = best.evaluation
-    result = ev.result
-
-    return TaskOutcome(
-        task_id=task.id,
-        level=task.level,
-        correct=bool(ev.correct),
-        speedup_vs_eager=ev.speedup_vs_eager if ev.correct else None,
-        speedup_vs_compile=ev.speedup_vs_compile if ev.correct else None,
-        eager_ms=result.baseline_ms("eager") if result else None,
-        compile_ms=result.baseline_ms("compile") if result else None,
-        candidate_ms=result.candidate_ms if result else None,
-        stage=ev.stage,
-        rules_fired=tuple(ev.rules_fired),
-        reward=float(best.reward),
-        solution=f"kernels/{key}",
-        trajectory=trajectory,
-        extra={"turns": getattr(episode, "turns", None), "best_turn": best.turn},
-    )
+    return TaskOutcome.from_result(best.result, task.level, task_id=task.id, solution=f"kernels/{key}",
+                                   trajectory=trajectory, extra={"turns": episode.turns, "best_turn": best.turn})
 
 
 class BenchRun:
@@ -87,7 +78,7 @@ class BenchRun:
         config: concurrency and name.
     """
 
-    def __init__(self, tasks: TaskSet, run_dir: str | Path, episode: Callable[[Task, Path, bool], Any],
+    def __init__(self, tasks: TaskSet, run_dir: str | Path, episode: Episode,
                  config: RunConfig | None = None) -> None:
         self.tasks = tasks
         self.run_dir = Path(run_dir)
@@ -155,31 +146,16 @@ class BenchRun:
         return self.results()
 
 
-def agent_episode(policy_factory: Callable[[Task], Any], *, pool: Any | None = None, env_config: Any = None,
-                  agent_config: Any = None, eval_config: Any = None) -> Callable[[Task, Path, bool], Any]:
+def agent_episode(policy_factory: Callable[[Task], "Policy"], *, pool: "Pool | None" = None,
+                  env_config: "EnvConfig | None" = None, agent_config: "AgentConfig | None" = None,
+                  eval_config: "EvalConfig | None" = None) -> Episode:
     """An ``episode`` callable for `BenchRun`: a fresh policy and `AgentEnv` per task; builds and evaluations go to
     ``pool`` (shared by all episodes) when given, else to the local backend."""
     from cuda_agent.agent import AgentEnv, PoolBackend, run_episode
 
-    shared = _StrPaths(pool) if pool is not None else None
-
-    def episode(task: Task, trajectory: Path, resume: bool) -> Any:
-        backend = PoolBackend(shared, eval_config=eval_config) if shared is not None else None
+    def episode(task: Task, trajectory: Path, resume: bool) -> "EpisodeResult":
+        backend = PoolBackend(pool, eval_config=eval_config) if pool is not None else None
         env = AgentEnv(env_config, backend) if backend is not None or env_config is not None else None
         return run_episode(task, policy_factory(task), env, config=agent_config, trajectory=trajectory, resume=resume)
 
     return episode
-
-
-class _StrPaths:
-    """Hands workspace folders to the pool as strings: `BuildPool.submit` reads a ``.root`` attribute (meant for
-    `Workspace` objects), which a `pathlib.Path` also has (``"/"``)."""
-
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-
-    def submit(self, job: Any) -> Any:
-        return self._pool.submit(job)
-
-    def submit_build(self, workspace: Any) -> Any:
-        return self._pool.submit_build(str(workspace) if isinstance(workspace, Path) else workspace)

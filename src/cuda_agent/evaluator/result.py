@@ -8,11 +8,12 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from cuda_agent.evaluator.rules import RULES, RuleViolation
-from cuda_agent.evaluator.reward_schedule import continuous_reward, discrete_reward
+from cuda_agent.evaluator.reward_schedule import REWARD_CORRECT, REWARD_INCORRECT, continuous_reward, discrete_reward
 from cuda_agent.evaluator.stats import TimingStats
 
 # The stages an evaluation can end in, in pipeline order. Only "correct" and "timed" are correct results.
 STAGES = (
+    "skipped",            # nothing was checked: no GPU where the agent ran (its builds are real); see `reason`
     "eval_error",         # the evaluator itself failed (not the candidate's fault); see `reason`
     "build_failed",       # the kernels (or a single-file solution's inline extension) did not compile
     "protected_changed",  # a protected workspace file was edited
@@ -71,8 +72,8 @@ class EvalResult:
     sol_floor_ms: float | None = None
     sol_fraction: float | None = None
     sol_bound: str | None = None
-    reward: int = -1
-    continuous_reward: float = -1.0
+    reward: int = REWARD_INCORRECT
+    continuous_reward: float = float(REWARD_INCORRECT)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     input_sets_checked: int = 0
@@ -174,9 +175,9 @@ class EvalResult:
 
 
 def failure(task_id: str, stage: str, reason: str, **kwargs: Any) -> EvalResult:
-    """An incorrect result at ``stage`` with reward -1."""
-    return EvalResult(task_id=task_id, stage=stage, correct=False, reason=reason, reward=-1, continuous_reward=-1.0,
-                      **kwargs)
+    """An incorrect result at ``stage`` with the schedule's reward for an incorrect result."""
+    return EvalResult(task_id=task_id, stage=stage, correct=False, reason=reason, reward=REWARD_INCORRECT,
+                      continuous_reward=float(REWARD_INCORRECT), **kwargs)
 
 
 def reward(result: EvalResult, threshold: float = 0.05) -> int:
@@ -185,8 +186,8 @@ def reward(result: EvalResult, threshold: float = 0.05) -> int:
 
 
 def continuous(result: EvalResult) -> float:
-    """compile time (times the baseline drift) / candidate time when correct and timed; -1 when incorrect; 1.0 when
-    correct but not timed."""
+    """compile time (times the baseline drift) / candidate time when correct and timed; -1 when incorrect; the
+    schedule's correct reward (1) when correct but not timed."""
     if result.passed and (result.compile is None or result.candidate is None):
-        return 1.0
+        return float(REWARD_CORRECT)
     return continuous_reward(result.passed, result.baseline_ms("compile"), result.candidate_ms)

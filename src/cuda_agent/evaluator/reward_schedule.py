@@ -14,6 +14,9 @@ REWARD_INCORRECT = -1
 REWARD_CORRECT = 1
 REWARD_BEATS_EAGER = 2
 REWARD_BEATS_BOTH = 3
+# An episode's reward when nothing could be checked (no GPU where the agent ran): neither credit nor penalty, so an
+# unverified episode does not train the policy either way.
+REWARD_UNAVAILABLE = 0.0
 
 
 def _beats(speedup: float | None, threshold: float) -> bool:

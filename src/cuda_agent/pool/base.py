@@ -10,14 +10,21 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_checkable
 
+from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.pool.evaluators import Evaluator
 from cuda_agent.pool.job import MAX_JOB_TIMEOUT_S, EvalJob, positive_seconds
 from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
 from cuda_agent.store.keys import cache_key, library_versions
 
+if TYPE_CHECKING:
+    from cuda_agent.compiler.builder import BuildResult
+    from cuda_agent.store.store import Store
+    from cuda_agent.workspace import Workspace
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TIMEOUT_GRACE_S = 60.0
 DEFAULT_EVAL_TIMEOUT_S = 300.0
@@ -29,13 +36,13 @@ class Pool(Protocol):
     most one evaluation at a time on each GPU and always resolves a future: with a result, or with a failed result
     that says why (a crashed worker, a timeout), never by losing the job."""
 
-    def submit(self, job: EvalJob) -> "Future[Any]":
+    def submit(self, job: EvalJob) -> "Future[EvalResult]":
         """Queue an evaluation; the future gives an `EvalResult`."""
 
-    def submit_build(self, workspace: str | Path) -> "Future[Any]":
+    def submit_build(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         """Queue a build of a workspace folder; the future gives a `BuildResult`."""
 
-    async def aevaluate(self, job: EvalJob) -> Any:
+    async def aevaluate(self, job: EvalJob) -> EvalResult:
         """``await`` an evaluation from asyncio code."""
 
     def close(self) -> None:
@@ -90,20 +97,13 @@ class PoolStats:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def eval_result_types() -> tuple[Any, Any]:
-    """(`EvalResult`, `failure`) from the evaluator, imported on first use (it imports torch)."""
-    from cuda_agent.evaluator.result import EvalResult, failure
-
-    return EvalResult, failure
-
-
 class JobBook:
     """The bookkeeping shared by pool backends: cache keys, store look-ups and writes, timings and counters.
 
     Writes to the store happen before a future resolves, so anything a caller has seen finished is on disk.
     """
 
-    def __init__(self, evaluator: Evaluator, store: Any | None, gpu_name: str,
+    def __init__(self, evaluator: Evaluator, store: "Store | None", gpu_name: str,
                  on_complete: Callable[[JobTiming], None] | None = None, timeline_limit: int = 100_000) -> None:
         self.evaluator = evaluator
         self.store = store
@@ -146,28 +146,26 @@ class JobBook:
         with self._lock:
             self.counters.replaced_workers += 1
 
-    def cached(self, job: EvalJob) -> Future[Any] | None:
+    def cached(self, job: EvalJob) -> Future[EvalResult] | None:
         """A resolved future when the store already holds this evaluation (and the job does not force it)."""
         if self.store is None or job.force:
             return None
         record = self.store.get_record(self.key(job))
         if record is None:
             return None
-        EvalResult, _ = eval_result_types()
         result = EvalResult.from_dict(record.result)
         now = time.time()
         if job.run_id is not None and record.run_id != job.run_id:
             self.store.put(record.cache_key, record.result, job_id=job.job_id, run_id=job.run_id,
                            task_id=job.task.id, kind=job.kind, gpu=record.gpu)
         self._finish(JobTiming(job.job_id, job.task.id, record.gpu, None, now, now, now, result.stage, "cached"))
-        future: Future[Any] = Future()
+        future: Future[EvalResult] = Future()
         future.set_result(result)
         return future
 
-    def complete(self, job: EvalJob, future: Future[Any], submitted: float, gpu: str,
-                 outcome: WorkerReply | WorkerFailure) -> Any:
+    def complete(self, job: EvalJob, future: Future[EvalResult], submitted: float, gpu: str,
+                 outcome: WorkerReply | WorkerFailure) -> EvalResult:
         """Turn a worker's reply (or failure) into an `EvalResult`, store it, record the timing, resolve the future."""
-        EvalResult, failure = eval_result_types()
         pool_info: dict[str, Any] = {"job_id": job.job_id, "gpu": gpu, "submitted": submitted}
         if isinstance(outcome, WorkerFailure):
             started = outcome.started if outcome.started is not None else time.time()
@@ -220,7 +218,7 @@ class JobBook:
                 log.exception("pool progress callback failed")
 
 
-async def await_future(future: "Future[Any]") -> Any:
+async def await_future(future: "Future[T]") -> T:
     """Await a `concurrent.futures.Future` from asyncio code."""
     return await asyncio.wrap_future(future)
 
@@ -240,7 +238,7 @@ class QueuedPool:
     def cache_key(self, job: EvalJob) -> str:
         return self._book.key(job)
 
-    def submit(self, job: EvalJob) -> "Future[Any]":
+    def submit(self, job: EvalJob) -> "Future[EvalResult]":
         """Queue ``job``; the future resolves to an `EvalResult` (served from the store when cached).
         Raises `PoolError` when the pool takes no new jobs (closed, queue full, no GPU left) and `ConfigError`
         when the job's time limit is not a finite positive number."""
@@ -250,7 +248,7 @@ class QueuedPool:
         cached = self._book.cached(job)
         if cached is not None:
             return cached
-        future: Future[Any] = Future()
+        future: Future[EvalResult] = Future()
         self._queue.put((job, future, time.time()))
         self._after_enqueue()
         return future
@@ -258,16 +256,16 @@ class QueuedPool:
     def _after_enqueue(self) -> None:
         """Called after each job is queued (a pool whose workers may all be gone fails it here)."""
 
-    def evaluate(self, job: EvalJob) -> Any:
+    def evaluate(self, job: EvalJob) -> EvalResult:
         return self.submit(job).result()
 
-    async def aevaluate(self, job: EvalJob) -> Any:
+    async def aevaluate(self, job: EvalJob) -> EvalResult:
         return await await_future(self.submit(job))
 
-    def submit_build(self, workspace: Any) -> "Future[Any]":
+    def submit_build(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         raise NotImplementedError
 
-    async def abuild(self, workspace: Any) -> Any:
+    async def abuild(self, workspace: "str | Path | Workspace") -> "BuildResult":
         return await await_future(self.submit_build(workspace))
 
     def timeline(self) -> list[JobTiming]:

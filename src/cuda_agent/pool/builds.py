@@ -11,10 +11,14 @@ import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from cuda_agent.errors import PoolError
 from cuda_agent.pool.job import workspace_root
+
+if TYPE_CHECKING:
+    from cuda_agent.compiler.builder import BuildResult
+    from cuda_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ class BuildPool:
         self._executor = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="cuda-agent-build")
         self._closed = False
 
-    def _build(self, root: Path) -> Any:
+    def _build(self, root: Path) -> "BuildResult":
         builder = self._builder
         if builder is None:
             from cuda_agent.compiler.confined import build_confined
@@ -55,7 +59,7 @@ class BuildPool:
             builder = build_confined
         return builder(root, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
 
-    def submit(self, workspace: str | Path | Any) -> "Future[Any]":
+    def submit(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         """Queue a build of a workspace (a folder or a `Workspace`); the future gives its `BuildResult`.
         Raises `PoolError` after `close()`."""
         if self._closed:

@@ -11,12 +11,17 @@ import urllib.error
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuda_agent.errors import ConfigError, PoolError
-from cuda_agent.pool.base import PoolStats, eval_result_types
+from cuda_agent.evaluator.result import EvalResult
+from cuda_agent.pool.base import PoolStats
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.validation import MAX_WAIT_IDS, MAX_WAIT_S
+
+if TYPE_CHECKING:
+    from cuda_agent.compiler.builder import BuildResult
+    from cuda_agent.workspace import Workspace
 
 TOKEN_ENV = "CUDA_AGENT_SERVE_TOKEN"
 
@@ -36,7 +41,7 @@ class PoolClient:
         self.timeout_s = timeout_s
         self.poll_wait_s = min(max(0.0, poll_wait_s), MAX_WAIT_S)  # the server refuses longer waits
         self.retry_s = retry_s
-        self._pending: dict[str, Future[Any]] = {}
+        self._pending: dict[str, Future[EvalResult]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -69,7 +74,7 @@ class PoolClient:
 
     # ---- Pool protocol ------------------------------------------------------------------------------------------
 
-    def submit(self, job: EvalJob) -> "Future[Any]":
+    def submit(self, job: EvalJob) -> "Future[EvalResult]":
         """Post ``job`` to the server; raises `ConfigError` if the server rejects it, `PoolError` if it is
         unreachable or cannot take it."""
         if self._closed:
@@ -78,7 +83,7 @@ class PoolClient:
             status = self._request("POST", "/v1/evaluations", job.to_dict())
         except (urllib.error.URLError, OSError) as exc:
             raise PoolError(f"cannot reach the pool service at {self.url}: {exc}") from exc
-        future: Future[Any] = Future()
+        future: Future[EvalResult] = Future()
         if not self._resolve(future, status):
             with self._lock:
                 self._pending[status["id"]] = future
@@ -88,15 +93,15 @@ class PoolClient:
             self._wake.set()
         return future
 
-    def evaluate(self, job: EvalJob) -> Any:
+    def evaluate(self, job: EvalJob) -> EvalResult:
         return self.submit(job).result()
 
-    async def aevaluate(self, job: EvalJob) -> Any:
+    async def aevaluate(self, job: EvalJob) -> EvalResult:
         loop = asyncio.get_running_loop()
         future = await loop.run_in_executor(None, self.submit, job)
         return await asyncio.wrap_future(future)
 
-    def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
+    def submit_build(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         """Build a workspace's agent files on the server (compiler diagnostics come back; the library stays there)."""
         from cuda_agent.workspace import Workspace
 
@@ -104,7 +109,7 @@ class PoolClient:
         body = {"task": ws.task.to_dict(), "solution": SolutionSnapshot.from_files(ws.solution_files()).to_dict()}
         return self._builds.submit(self._build, body)
 
-    def _build(self, body: dict[str, Any]) -> Any:
+    def _build(self, body: dict[str, Any]) -> "BuildResult":
         from cuda_agent.compiler import BuildResult
 
         data = self._request("POST", "/v1/builds", body, timeout_s=max(self.timeout_s, 600.0))
@@ -143,10 +148,9 @@ class PoolClient:
     # ---- polling ------------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _resolve(future: Future[Any], status: dict[str, Any]) -> bool:
+    def _resolve(future: Future[EvalResult], status: dict[str, Any]) -> bool:
         state = status.get("status")
         if state == "done":
-            EvalResult, _ = eval_result_types()
             future.set_result(EvalResult.from_dict(status["result"]))
             return True
         if state in ("failed", "unknown"):

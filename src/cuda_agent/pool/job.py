@@ -10,13 +10,16 @@ import math
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from cuda_agent.errors import ConfigError, WorkspaceError
 from cuda_agent.evaluator.config import KINDS
 from cuda_agent.pool.validation import CONTROL
 from cuda_agent.store.keys import files_digest
 from cuda_agent.tasks.task import Task
+
+if TYPE_CHECKING:
+    from cuda_agent.workspace import Workspace
 
 JOB_KINDS = KINDS
 SOLUTION_KINDS = ("workspace", "file")
@@ -43,7 +46,7 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-def workspace_root(workspace: "str | Path | Any") -> Path:
+def workspace_root(workspace: "str | Path | Workspace") -> Path:
     """The folder of a workspace given as a path or a `Workspace`."""
     if isinstance(workspace, (str, Path)):
         return Path(workspace)

@@ -14,7 +14,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cuda_agent import procs
 from cuda_agent.errors import PoolError
@@ -22,6 +22,10 @@ from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.builds import BuildPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator, query_gpu_names
 from cuda_agent.pool.worker_process import WorkerFailure, WorkerProcess, WorkerReply
+
+if TYPE_CHECKING:
+    from cuda_agent.compiler.builder import BuildResult
+    from cuda_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +215,7 @@ class LocalPool(QueuedPool):
             if self.max_queue and self._queue.qsize() >= self.max_queue:
                 raise PoolError(f"the pool queue is full ({self.max_queue} jobs); retry later or raise max_queue")
 
-    def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
+    def submit_build(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         with self._lock:
             if self._builds is None:
                 self._builds = BuildPool()

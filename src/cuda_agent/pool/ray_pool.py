@@ -18,13 +18,17 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.pool.base import JobBook, JobTiming, PoolStats, QueuedPool
 from cuda_agent.pool.evaluators import Evaluator, RealEvaluator
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
+
+if TYPE_CHECKING:
+    from cuda_agent.compiler.builder import BuildResult
+    from cuda_agent.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +305,7 @@ class RayPool(QueuedPool):
             if self._closed:
                 raise PoolError("the pool is closed; create a new one")
 
-    def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
+    def submit_build(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         """Build a workspace's agent files in a Ray CPU task; the `BuildResult`'s library stays on that node."""
         from cuda_agent.workspace import Workspace
 
@@ -309,7 +313,7 @@ class RayPool(QueuedPool):
         snapshot = SolutionSnapshot.from_files(ws.solution_files())
         ref = self._build_fn.options(**self._build_options).remote(ws.task.to_dict(), snapshot.to_dict(),
                                                                    self.build_cache_dir, self.build_arch)
-        result: Future[Any] = Future()
+        result: "Future[BuildResult]" = Future()
 
         def convert(raw: Future[Any]) -> None:
             from cuda_agent.compiler import BuildResult

@@ -7,13 +7,15 @@ from concurrent.futures import Future, as_completed
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from cuda_agent.evaluator.result import EvalResult
+
 from cuda_agent.errors import PoolError
 from cuda_agent.pool.job import EvalJob
 from cuda_agent.store import RunJob, Store
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int, Any], None]
+Progress = Callable[[int, int, EvalResult], None]
 
 
 def _key(pool: Any, job: EvalJob) -> str:
@@ -24,7 +26,7 @@ def _key(pool: Any, job: EvalJob) -> str:
 
 
 def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
-             progress: Progress | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+             progress: Progress | None = None, meta: dict[str, Any] | None = None) -> dict[str, EvalResult]:
     """Run ``jobs`` as run ``run_id`` and return ``{job_id: EvalResult}`` for every job of the run.
 
     Jobs the store already holds a finished (``done``) result for under this run are not run again; every result is
@@ -43,7 +45,7 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
                     meta)
     state = store.run_progress(run_id)
     total = state.total
-    results: dict[str, Any] = {}
+    results: dict[str, EvalResult] = {}
     for job_id in sorted(state.finished):
         record = store.record_for_job(job_id)
         if record is not None:
@@ -54,7 +56,7 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
     todo = [job for job in jobs if job.job_id in pending_ids]
     log.info("run %s: %d of %d jobs already finished, %d to run", run_id, len(results), total, len(todo))
     persist_here = getattr(pool, "store", None) is not store
-    by_future: dict[Future[Any], EvalJob] = {pool.submit(job): job for job in todo}
+    by_future: dict[Future[EvalResult], EvalJob] = {pool.submit(job): job for job in todo}
     for future in as_completed(by_future):
         job = by_future[future]
         try:
@@ -75,7 +77,7 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
     return results
 
 
-def resume_run(pool: Any, *, store: Store, run_id: str, progress: Progress | None = None) -> dict[str, Any]:
+def resume_run(pool: Any, *, store: Store, run_id: str, progress: Progress | None = None) -> dict[str, EvalResult]:
     """Finish run ``run_id`` from the jobs registered in the store (no need to rebuild them).
     Raises `PoolError` when the store knows no such run."""
     registered = store.run_jobs(run_id)

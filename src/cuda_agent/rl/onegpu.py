@@ -267,6 +267,10 @@ class CountingBackend:
         self.build_seconds = 0.0
         self.verdicts: list[dict[str, Any]] = []
 
+    @property
+    def verify_mode(self) -> str:
+        return self.inner.verify_mode
+
     def build(self, workspace: Path) -> Any:
         started = time.monotonic()
         try:
@@ -284,7 +288,7 @@ class CountingBackend:
         started = time.monotonic()
         evaluation = call()
         self.stats.add(evaluation.stage, time.monotonic() - started)
-        self.verdicts.append({"task": task.id, "kind": evaluation.kind, "stage": evaluation.stage,
+        self.verdicts.append({"task": task.id, "stage": evaluation.stage,
                               "correct": evaluation.correct, "reward": evaluation.reward})
         return evaluation
 

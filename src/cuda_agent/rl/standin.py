@@ -4,14 +4,15 @@ It is NOT an evaluation: nothing is compiled or run. It exists so that every sta
 end to end on a CPU. Rewards follow the paper's scale (-1 / 1 / 2 / 3) from visible features of the solution:
 -1 if ``model_new.py`` is missing or does not define ``ModelNew``; 1 if it does; 2 if a ``.cu`` kernel file also
 defines a ``__global__`` function and registers it with ``CA_EXPORT``; 3 if, in addition, the kernel uses shared
-memory or vector loads. Every result says ``stand-in`` in its stage and message, and trajectories record it.
+memory or vector loads. Every result says ``stand-in`` in its reason and notes, and trajectories record it.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from cuda_agent.agent.backend import BuildSummary, Evaluation
+from cuda_agent.agent.backend import BuildSummary
+from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.tasks.task import Task
 
 STAND_IN_NOTE = "stand-in scorer (no GPU): nothing was compiled or run; the reward is a made-up feature score"
@@ -47,18 +48,22 @@ class StandInBackend:
     def build(self, workspace: Path) -> BuildSummary:
         return BuildSummary(ok=True, seconds=0.0, compiled=(), diagnostics="", log=STAND_IN_NOTE)
 
-    def verify(self, task: Task, workspace: Path) -> Evaluation:
-        return self._evaluate(workspace, "verify")
+    def verify(self, task: Task, workspace: Path) -> EvalResult:
+        return self._evaluate(task, workspace, "verify")
 
-    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> Evaluation:
-        return self._evaluate(workspace, "profile")
+    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> EvalResult:
+        return self._evaluate(task, workspace, "profile")
 
-    def _evaluate(self, workspace: Path, kind: str) -> Evaluation:
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _evaluate(self, task: Task, workspace: Path, kind: str) -> EvalResult:
         files = {p.relative_to(workspace).as_posix(): p.read_text(errors="replace")
                  for p in [workspace / "model_new.py", *sorted((workspace / "kernels").glob("*"))] if p.is_file()}
         reward = stand_in_score(files)
         correct = reward > 0
         speedup = {1.0: 0.9, 2.0: 1.01, 3.0: 1.2}.get(reward)
-        return Evaluation(kind=kind, stage="stand_in", correct=correct,  # type: ignore[arg-type]
-                          speedup_vs_eager=speedup, speedup_vs_compile=speedup if kind == "profile" else None,
-                          reward=reward, message=STAND_IN_NOTE)
+        stage = ("timed" if kind == "profile" else "correct") if correct else "incorrect"
+        return EvalResult(task_id=task.id, stage=stage, correct=correct, reason=STAND_IN_NOTE, notes=("stand-in",),
+                          speedup_eager=speedup, speedup_compile=speedup if kind == "profile" else None,
+                          reward=int(reward))

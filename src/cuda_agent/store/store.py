@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from cuda_agent.errors import StoreError
+from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.store.diagnose import StoreHealth, check_sqlite, classify
 from cuda_agent.store.schema import DIALECTS, MIGRATIONS, SQLITE, Dialect, current_version, migrate
 from cuda_agent.store.url import StoreURL, load_driver, parse_store_url
@@ -46,10 +47,8 @@ class EvalRecord:
     result: dict[str, Any]
     created_at: float
 
-    def eval_result(self) -> Any:
-        """The stored result as a `cuda_agent.evaluator.EvalResult`."""
-        from cuda_agent.evaluator import EvalResult
-
+    def eval_result(self) -> EvalResult:
+        """The stored result as the evaluator's `EvalResult` (the one verdict type every reader gets)."""
         return EvalResult.from_dict(self.result)
 
 
@@ -222,7 +221,7 @@ class Store:
     def put(
         self,
         key: str,
-        result: Any,
+        result: EvalResult | Mapping[str, Any],
         *,
         job_id: str = "",
         run_id: str | None = None,

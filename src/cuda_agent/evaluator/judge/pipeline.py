@@ -32,7 +32,7 @@ from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Ses
 from cuda_agent.evaluator.judge.static_hints import scan_source
 from cuda_agent.evaluator.judge.values import encode
 from cuda_agent.evaluator.result import EvalResult, continuous, failure, reward
-from cuda_agent.evaluator.reward_schedule import speedup_with_spread
+from cuda_agent.evaluator.reward_schedule import REWARD_CORRECT, speedup_with_spread
 from cuda_agent.sandbox.process import require_sandbox
 from cuda_agent.tasks.task import Task
 
@@ -512,9 +512,10 @@ class Evaluation:
         """The reward; on a CPU at most 1 (correct). Rationale: speed is rewarded only on a clock the judge can check
         (a GPU's, cross-checked); on a CPU the candidate's own times are reported, never rewarded."""
         earned = reward(result, self.config.speed_threshold)
-        if not self.cuda and earned > 1:
+        if not self.cuda and earned > REWARD_CORRECT:
             self.state.notes.append("speed is rewarded on a GPU only (a CPU is shared with everything else: its times are reported, not rewarded)")
-            return replace(result, reward=1, continuous_reward=1.0, notes=tuple(self.state.notes))
+            return replace(result, reward=REWARD_CORRECT, continuous_reward=float(REWARD_CORRECT),
+                           notes=tuple(self.state.notes))
         return replace(result, reward=earned, continuous_reward=continuous(result))
 
     def _timed(self, session: Session, prepared: Prepared, sets: list[Any], baselines: Any,
