@@ -118,3 +118,40 @@ def test_the_warm_worker_ends_when_its_owner_is_killed() -> None:
     while _running(server) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _running(server), "the warm worker outlived the process that started it"
+
+
+_IGNORE_CHILDREN = """
+import os, time
+from cuda_agent.evaluator.judge_process import _ignore_children
+
+def state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+ended = os.fork()
+if ended == 0:
+    os._exit(0)
+while state(ended) != "Z":
+    time.sleep(0.01)
+later = os.fork()
+if later == 0:
+    time.sleep(0.5)
+    os._exit(0)
+_ignore_children()
+time.sleep(1.5)
+print(state(ended), state(later))
+"""
+
+
+def test_the_warm_server_reaps_children_that_ended_before_it_ignored_them() -> None:
+    """The warm server, a subreaper, adopts its sandbox probe's bubblewrap init and only then ignores SIGCHLD; an
+    init that had already exited stayed a zombie for the server's whole life (one warm worker in two, one zombie
+    below `cuda-agent serve` per GPU). A child that ended before and one that ends after must both be gone."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run([sys.executable, "-c", _IGNORE_CHILDREN], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": src})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["gone", "gone"]

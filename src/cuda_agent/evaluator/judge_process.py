@@ -177,6 +177,22 @@ def _sweep(judges: dict[int, int | None], keep: set[int]) -> None:
             pass
 
 
+def _ignore_children() -> None:
+    """Let the kernel reap this server's children as they exit from now on, and reap those that already have.
+
+    Rationale: the server is a subreaper, so the sandbox probe's bubblewrap init, whose monitor may exit first, is
+    adopted here; ignoring SIGCHLD reaps only the children that exit afterwards, and one that had exited before
+    stayed a zombie for the server's whole life (one warm worker in two)."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
     import ctypes
 
@@ -189,7 +205,7 @@ def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
     from cuda_agent.sandbox import sandbox_available
 
     sandbox_available("userns")  # probed (and remembered for the judges) while children can still be waited for
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # judges and spare candidate processes are reaped automatically
+    _ignore_children()  # judges and spare candidate processes are reaped automatically
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     os.chmod(socket_path, 0o600)
