@@ -13,10 +13,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.compiler import BuildResult
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.pool.base import PoolStats, eval_result_types
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.validation import MAX_WAIT_IDS, MAX_WAIT_S
+from cuda_agent.workspace import Workspace
 
 TOKEN_ENV = "CUDA_AGENT_SERVE_TOKEN"
 
@@ -98,15 +100,11 @@ class PoolClient:
 
     def submit_build(self, workspace: str | Path | Any) -> "Future[Any]":
         """Build a workspace's agent files on the server (compiler diagnostics come back; the library stays there)."""
-        from cuda_agent.workspace import Workspace
-
         ws = Workspace.open(workspace_root(workspace))
         body = {"task": ws.task.to_dict(), "solution": SolutionSnapshot.from_files(ws.solution_files()).to_dict()}
         return self._builds.submit(self._build, body)
 
     def _build(self, body: dict[str, Any]) -> Any:
-        from cuda_agent.compiler import BuildResult
-
         data = self._request("POST", "/v1/builds", body, timeout_s=max(self.timeout_s, 600.0))
         return BuildResult.from_dict(data, local=False)
 
