@@ -25,14 +25,17 @@ import logging
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from cuda_agent.benchmarks_io import results_dir, write_result
-from cuda_agent.faults.cli_probes import run_cli
-from cuda_agent.faults.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
+from benchmarks_io import results_dir, write_result
 from cuda_agent.sandbox.task_code import TaskCodeSpec, interpreter, spawn_task_code
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the probes live beside their tests
+from fault_probes.cli_probes import run_cli  # noqa: E402
+from fault_probes.task_code import PHASES, SOLUTION, HostileSetup, read_outputs  # noqa: E402
 
 
 def _start_ms(n: int) -> tuple[float, float]:

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which(NCU) is None:
         log.error("ncu not found (set NCU to its path)")
         return 2
-    from cuda_agent.benchmarks_io import write_result
+    from benchmarks_io import write_result
     from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
 
     started = time.perf_counter()
