@@ -26,7 +26,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
-from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator import WarmWorker, evaluate  # noqa: E402
 
 from adversarial_corpus import (AdversarialCase, Outcome, adversarial_cases, eval_config, judge,  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cuda_agent.agent import AgentEnv, EnvConfig, LocalBackend, ScriptedPolicy, StepInfo, run_episode, write_outputs
 from cuda_agent.agent.examples import example_dir, example_script_path, example_task
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.compiler.toolchain import cuda_available
 
 

@@ -26,7 +26,7 @@ from cuda_agent.bench.offline import find_solutions, run_offline
 from cuda_agent.bench.outcome import TaskOutcome
 from cuda_agent.bench.report_pages import write_report
 from cuda_agent.bench.results import BenchResults, save_results
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.tasks import load_kernelbench_dir
 from cuda_agent.locations import kernelbench_root
 

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.compiler import detect_arch, normalize_arch
 from cuda_agent.compiler.inline import (
     InlineSpec, build_inline, extract_inline_specs, sha256_file, warm_up,

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from benchmarks_io import write_result  # noqa: E402
 
 SOLUTIONS = ROOT / "benchmarks" / "solutions"
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.compiler import build_workspace, detect_arch, nvcc_path
 from cuda_agent.tasks import Task
 from cuda_agent.workspace import create_workspace

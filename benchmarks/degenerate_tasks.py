@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import degenerate, reference
 

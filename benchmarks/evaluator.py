@@ -37,7 +37,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
-from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker, evaluate  # noqa: E402
 
 from adversarial_corpus import (HOST_READ_ROUTES, Secrets, plant_secrets, rejected,  # noqa: E402

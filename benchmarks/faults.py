@@ -1,4 +1,4 @@
-"""Fault injection against the real commands, on this machine (no GPU needed): every probe of `cuda_agent.faults`
+"""Fault injection against the real commands, on this machine (no GPU needed): every probe of tests/fault_probes
 (bad numbers in every numeric field, broken Content-Length, unknown methods, no token, slow and many clients, the
 connection cap, a worker SIGKILLed mid-job, the store truncated while serving, SIGTERM/SIGINT/SIGHUP and a drain
 that runs out, invalid flags, `cuda-agent tasks` with a hanging task, a row that writes files, a SIGTERM).
@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
-from cuda_agent.benchmarks_io import write_result
-from cuda_agent.faults import ProbeResult, run_all
+from benchmarks_io import write_result
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the probes live beside their tests
+from fault_probes import ProbeResult, run_all  # noqa: E402
 
 
 def main() -> int:

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.benchmarks_io import machine_description, results_dir, write_result
+from benchmarks_io import machine_description, results_dir, write_result
 from cuda_agent.pool import EvalJob, LocalPool, PoolClient, RealEvaluator, StandInEvaluator
-from cuda_agent.pool.capacity import GpuUtilSampler, busy_fraction, closed_loop, overlapping_jobs
+from capacity import GpuUtilSampler, busy_fraction, closed_loop, overlapping_jobs
 from cuda_agent.pool.http import make_server
 from cuda_agent.tasks import Task
 
@@ -129,7 +129,7 @@ def gpu_mode(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]
     with LocalPool(gpus=[gpu], evaluator=RealEvaluator()) as pool:
         pool.wait_ready()
         warm = pool.submit(make(0, 0)).result()
-        print(f"worker ready and warm-up evaluation done in {time.monotonic() - t0:.1f} s: {warm.summary()}")
+        print(f"worker ready and warm-up evaluation done in {time.monotonic() - t0:.1f} s: {warm.stage} ({warm.reason or 'no reason given'})")
         single = closed_loop(pool, make, clients=2, seconds=args.seconds_single)
         durations = [t.finished - t.started for t in pool.timeline()[1:]]
         print(f"one GPU: {single.completed} evaluations in {single.seconds:.0f} s = {single.per_minute:.1f}/min "

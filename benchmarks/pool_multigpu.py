@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.pool import EvalJob, LocalPool, RealEvaluator, StandInEvaluator, detect_gpus
-from cuda_agent.pool.capacity import busy_fraction, closed_loop, overlapping_jobs
+from capacity import busy_fraction, closed_loop, overlapping_jobs
 from cuda_agent.tasks import Task
 
 

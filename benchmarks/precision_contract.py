@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluator"))
 
-from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator.judge.precision import CONTRACT, FP32_UNIT, PrecisionVerdict, judge_precision  # noqa: E402
 from precision_variants import (Task, Variant, conv_task, draw, gemm_task, hardware_variants,  # noqa: E402
                                 linear_task, reduction_task, shortcut_task, unary_task,

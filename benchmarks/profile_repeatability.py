@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.evaluator.baselines import (BaselineCache, baseline_key, environment_key_parts,
                                             measure_baselines)
 from cuda_agent.evaluator.speed_of_light import estimate, fraction_of_floor, gpu_spec

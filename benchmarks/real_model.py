@@ -37,7 +37,7 @@ import urllib.request
 from pathlib import Path
 
 from cuda_agent.agent.local_server import LocalModelServer, LocalServerConfig, default_model_path
-from cuda_agent.benchmarks_io import machine_description
+from benchmarks_io import machine_description
 
 log = logging.getLogger("real_model")
 

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
-from cuda_agent.benchmarks_io import write_result  # noqa: E402
+from benchmarks_io import write_result  # noqa: E402
 from cuda_agent.evaluator import EvalConfig, evaluate  # noqa: E402
 from cuda_agent.locations import kernelbench_root  # noqa: E402
 from cuda_agent.tasks import Task  # noqa: E402

@@ -379,7 +379,7 @@ def tgz(folder: Path, path: Path) -> Path:
 
 
 def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str], heldout: dict[str, Any]) -> Path:
-    from cuda_agent.benchmarks_io import write_result
+    from benchmarks_io import write_result
     from cuda_agent.rl.onegpu import LORA_TARGETS
 
     history = run.state.get("history", [])

@@ -95,7 +95,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(2)
-    from cuda_agent.benchmarks_io import machine_description, write_result
+    from benchmarks_io import machine_description, write_result
     from cuda_agent.rl.config import load_stage_config
     from cuda_agent.rl.stages import run_stage
     from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair

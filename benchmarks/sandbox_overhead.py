@@ -14,7 +14,7 @@ import statistics
 import subprocess
 import time
 
-from cuda_agent.benchmarks_io import write_result
+from benchmarks_io import write_result
 from cuda_agent.sandbox import check_sandbox, measure_overhead_ms
 
 

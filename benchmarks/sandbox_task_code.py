@@ -28,17 +28,20 @@ import logging
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from cuda_agent.benchmarks_io import results_dir, write_result
-from cuda_agent.faults.cli_probes import GOOD_TASK, run_cli
-from cuda_agent.faults.server import ServeProcess
-from cuda_agent.faults.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
+from benchmarks_io import results_dir, write_result
 from cuda_agent.procs import ORPHAN_GRACE_S, ORPHAN_SWEEP_S, descendants
 from cuda_agent.sandbox.task_code import TaskCodeSpec, interpreter, spawn_task_code
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the probes live beside their tests
+from fault_probes.cli_probes import GOOD_TASK, run_cli  # noqa: E402
+from fault_probes.server import ServeProcess  # noqa: E402
+from fault_probes.task_code import PHASES, SOLUTION, HostileSetup, read_outputs  # noqa: E402
 
 # The honest pair served: SOLUTION computes relu(x) * 2.0, GOOD_TASK at this scale is the same reference.
 SERVE_TASK_SCALE = 2.0

@@ -31,7 +31,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    from cuda_agent.benchmarks_io import write_result
+    from benchmarks_io import write_result
     from cuda_agent.synth import FilterConfig, RuleComposer, SynthConfig, SynthRun, crawl_operators
     from cuda_agent.synth.pipeline import state_path
 

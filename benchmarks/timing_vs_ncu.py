@@ -56,8 +56,11 @@ def target(label: str, batch: int) -> int:
     from cuda_agent.evaluator import EvalConfig
     from cuda_agent.evaluator.judge import reference
     from cuda_agent.evaluator.judge.prepare import prepare
+    from cuda_agent.evaluator.judge.candidate import runner_copy
     from cuda_agent.evaluator.judge.values import encode
-    from cuda_agent.evaluator.runner.serve import Server
+
+    sys.path.insert(0, runner_copy())  # the runner as the sandbox sees it: the kernel ABI is shipped into that copy
+    from ca_runner.serve import Server
 
     entry = next(e for e in honest_entries() if e.label == label)
     task = entry.load_task()
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which(NCU) is None:
         log.error("ncu not found (set NCU to its path)")
         return 2
-    from cuda_agent.benchmarks_io import write_result
+    from benchmarks_io import write_result
     from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
 
     started = time.perf_counter()

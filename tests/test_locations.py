@@ -8,8 +8,7 @@ from typer.testing import CliRunner
 
 from cuda_agent.cli.main import app
 from cuda_agent.errors import ConfigError, TaskError
-from cuda_agent.locations import kernelbench_root, rl_config_path
-from cuda_agent.tasks.hub import kernelbench_cache
+from cuda_agent.locations import kernelbench_cache, kernelbench_root, rl_config_path
 from cuda_agent.tasks.loaders import resolve_task
 from helpers import RELU_TASK
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.faults.server import alive
+from fault_probes.server import alive
 from cuda_agent.procs import descendants
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

@@ -5,7 +5,8 @@ happens to work in one checkout hides a missing setting until the command runs s
 is either configured or a fixed documented default, and a wrong setting is an error that names the variable.
 
 - KernelBench (folders ``level1/`` ... ``level3/``): ``$CUDA_AGENT_KERNELBENCH``, else the copy that
-  ``cuda-agent data fetch kernelbench`` puts in the cache (``$CUDA_AGENT_CACHE/data``).
+  ``cuda-agent data fetch kernelbench`` puts in the cache (``$CUDA_AGENT_CACHE/data``, `data_dir`).
+- The fetched task sets (`cuda_agent.tasks.hub` writes them): `kernelbench_cache`, `ops6k_cache`.
 - The RL stage configs (``<stage>.yaml``): ``$CUDA_AGENT_RL_CONFIGS``, else ``configs/rl`` in the current directory
   (the checkout's root, where the README's commands run).
 """
@@ -20,13 +21,28 @@ KERNELBENCH_ENV = "CUDA_AGENT_KERNELBENCH"
 RL_CONFIGS_ENV = "CUDA_AGENT_RL_CONFIGS"
 
 
+def data_dir() -> Path:
+    """Where fetched task sets live: ``$CUDA_AGENT_CACHE/data``, else ``~/.cache/cuda-agent/data``."""
+    env = os.environ.get("CUDA_AGENT_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuda-agent"
+    return base / "data"
+
+
+def kernelbench_cache() -> Path:
+    """The fetched KernelBench folder (``level1/`` ... inside); it may not exist yet."""
+    return data_dir() / "kernelbench"
+
+
+def ops6k_cache() -> Path:
+    """The fetched CUDA-Agent-Ops-6K parquet file; it may not exist yet."""
+    return data_dir() / "ops6k" / "ops6k.parquet"
+
+
 def kernelbench_root() -> Path | None:
     """The KernelBench task folder, or None where it is neither configured nor fetched.
 
     Raises `ConfigError` when ``$CUDA_AGENT_KERNELBENCH`` is set but holds no ``level1/``: a setting that points
     nowhere is a mistake to report, not a reason to fall back silently."""
-    from cuda_agent.tasks.hub import kernelbench_cache
-
     configured = os.environ.get(KERNELBENCH_ENV)
     if configured:
         path = Path(configured).expanduser()

@@ -10,6 +10,7 @@ import pytest
 from cuda_agent.agent import AgentEnv, ToolCall, ToolRegistry, trim
 from cuda_agent.agent.files import ToolError, WorkspaceFiles
 from cuda_agent.sandbox import TrustedLocalShell
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 
 def test_every_tool_has_a_schema_built_from_its_signature() -> None:
@@ -32,7 +33,7 @@ def test_paths_cannot_leave_the_workspace(tmp_path) -> None:
     (root / "kernels").mkdir(parents=True)
     (tmp_path / "secret.txt").write_text("do not read")
     os.symlink(tmp_path / "secret.txt", root / "kernels" / "link.cu")
-    files = WorkspaceFiles(TrustedLocalShell(root))
+    files = WorkspaceFiles(TrustedLocalShell(root, protected=PROTECTED_ROOTS))
     for bad in ("../secret.txt", str(tmp_path / "secret.txt"), "kernels/link.cu", "kernels/../../secret.txt"):
         with pytest.raises(ToolError, match="outside the workspace"):
             files.read(bad)
@@ -58,7 +59,7 @@ def test_protected_files_are_read_only(files_env: AgentEnv, task) -> None:
 
 
 def test_edit_requires_a_unique_exact_match(tmp_path) -> None:
-    files = WorkspaceFiles(TrustedLocalShell(tmp_path))
+    files = WorkspaceFiles(TrustedLocalShell(tmp_path, protected=PROTECTED_ROOTS))
     files.write("kernels/a.cu", "int a = 1;\nint b = 1;\n")
     with pytest.raises(ToolError, match="occurs 2 times"):
         files.edit("kernels/a.cu", "= 1;", "= 2;")
@@ -71,7 +72,7 @@ def test_edit_requires_a_unique_exact_match(tmp_path) -> None:
 
 
 def test_multi_edit_is_all_or_nothing(tmp_path) -> None:
-    files = WorkspaceFiles(TrustedLocalShell(tmp_path))
+    files = WorkspaceFiles(TrustedLocalShell(tmp_path, protected=PROTECTED_ROOTS))
     files.write("model_new.py", "alpha\nbeta\ngamma\n")
     with pytest.raises(ToolError, match="edit 2 of 2.*no edit was applied"):
         files.multi_edit("model_new.py", [{"old_string": "alpha", "new_string": "A"},
@@ -83,7 +84,7 @@ def test_multi_edit_is_all_or_nothing(tmp_path) -> None:
 
 
 def test_read_glob_grep(tmp_path) -> None:
-    files = WorkspaceFiles(TrustedLocalShell(tmp_path))
+    files = WorkspaceFiles(TrustedLocalShell(tmp_path, protected=PROTECTED_ROOTS))
     files.write("kernels/a.cu", "\n".join(f"line {i}" for i in range(1, 11)))
     files.write("kernels/b.cuh", "__global__ void k();\n")
     assert files.read("kernels/a.cu", offset=3, limit=2).splitlines() == ["3\tline 3", "4\tline 4",

@@ -23,7 +23,7 @@ def test_honest_case_accepted(case: HonestCase, warm_worker, tmp_path: Path) -> 
     solution = case.materialise(tmp_path)
     config = EvalConfig(mode="strict", reps=20, warmup=3, timeout_s=900)
     result = evaluate(task, solution, config, worker=warm_worker)
-    detail = f"{case.name} ({case.task}, {', '.join(case.styles)}): {result.summary()}\n{result.log[-2000:]}"
+    detail = f"{case.name} ({case.task}, {', '.join(case.styles)}): {result.stage}: {result.reason}\n{result.log[-2000:]}"
     assert result.correct, detail
     assert not result.rules_fired, detail
     assert result.reward >= 1, detail

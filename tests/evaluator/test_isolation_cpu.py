@@ -13,7 +13,7 @@ import pytest
 
 from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
 from cuda_agent.evaluator.isolation import KILL_GRACE_S
-from cuda_agent.faults.server import alive, cmdline
+from fault_probes.server import alive, cmdline
 from cuda_agent.procs import descendants
 
 from evalcases import cpu_cases

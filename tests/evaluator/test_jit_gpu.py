@@ -25,7 +25,7 @@ def test_triton_case_accepted(case: HonestCase, mode: str, warm_worker, tmp_path
     task = case.load_task()  # skips without the KernelBench data
     config = EvalConfig(mode=mode, reps=20, warmup=3, timeout_s=900, kernel_breakdown=True)
     result = evaluate(task, case.materialise(tmp_path), config, worker=warm_worker)
-    detail = f"{case.name} ({mode}): {result.summary()}\n{result.notes}\n{result.log[-3000:]}"
+    detail = f"{case.name} ({mode}): {result.stage}: {result.reason}\n{result.notes}\n{result.log[-3000:]}"
     assert result.correct and not result.rules_fired and result.reward >= 1, detail
     assert any("compile broker" in note for note in result.notes), detail
     assert not any("compiled kernels" in note and "launched" in note for note in result.notes), detail

@@ -21,9 +21,13 @@ def parity():
     spec = importlib.util.spec_from_file_location("relaxed_parity_under_test", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    sys.path.insert(0, str(SCRIPT.parent))  # as when run as a script: its folder's helpers (benchmarks_io) import
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+        sys.modules.pop(spec.name, None)
 
 
 def test_cases_are_the_honest_single_files_of_kernelbench_tasks(parity) -> None:

@@ -64,7 +64,7 @@ def test_style_verdict_on_gpu(entry: Entry, warm_worker, tmp_path: Path) -> None
     task = entry.load_task()
     result = evaluate(task, entry.materialise(tmp_path), EvalConfig(mode=entry.mode, reps=20, warmup=3,
                                                                     timeout_s=900), worker=warm_worker)
-    detail = f"{entry.label}: {result.summary()}\n{result.notes}\n{result.log[-2000:]}"
+    detail = f"{entry.label}: {result.stage}: {result.reason}\n{result.notes}\n{result.log[-2000:]}"
     assert any("perturbed parameters" in note for note in result.notes), detail
     if entry.honest:
         assert result.correct and not result.rules_fired and result.reward >= 1, detail

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.faults.cli_probes import run_cli
-from cuda_agent.faults.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
+from fault_probes.cli_probes import run_cli
+from fault_probes.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
 from cuda_agent.sandbox import sandbox_available
 
 pytestmark = pytest.mark.skipif(not sandbox_available("userns"), reason="bubblewrap cannot run here")
@@ -81,7 +81,7 @@ def get_init_inputs():
 
 def test_the_warm_worker_kills_what_a_judge_left_before_the_next_judge(tmp_path: Path) -> None:
     from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
-    from cuda_agent.faults.server import cmdline
+    from fault_probes.server import cmdline
     from cuda_agent.procs import descendants
     from cuda_agent.tasks.task import Task
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.faults.cli_probes import run_cli
-from cuda_agent.faults.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
+from fault_probes.cli_probes import run_cli
+from fault_probes.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from cuda_agent.faults import SERVER_ARGS, Ledger, ServeProcess
+from fault_probes import SERVER_ARGS, Ledger, ServeProcess
 from cuda_agent.sandbox import sandbox_available
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.faults import CLI_PROBES, Ledger
+from fault_probes import CLI_PROBES, Ledger
 
 
 @pytest.mark.slow

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.faults import ServeProcess
-from cuda_agent.faults.cli_probes import run_cli
-from cuda_agent.faults.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
+from fault_probes import ServeProcess
+from fault_probes.cli_probes import run_cli
+from fault_probes.task_code import PHASES, SOLUTION, HostileSetup, read_outputs
 from cuda_agent.sandbox import sandbox_available
 
 pytestmark = pytest.mark.skipif(not sandbox_available("userns"), reason="bubblewrap cannot run here")

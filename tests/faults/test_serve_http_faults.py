@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_agent.faults import HTTP_PROBES, Ledger, ServeProcess
+from fault_probes import HTTP_PROBES, Ledger, ServeProcess
 
 
 @pytest.mark.parametrize("name", list(HTTP_PROBES))

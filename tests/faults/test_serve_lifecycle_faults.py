@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.faults import LIFECYCLE_PROBES, Ledger
+from fault_probes import LIFECYCLE_PROBES, Ledger
 
 
 @pytest.mark.slow

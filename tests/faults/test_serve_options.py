@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from cuda_agent.faults.base import job_body
-from cuda_agent.faults.server import ServeProcess
+from fault_probes.base import job_body
+from fault_probes.server import ServeProcess
 
 
 def test_standin_needs_no_gpus_flag_and_a_token_is_made() -> None:

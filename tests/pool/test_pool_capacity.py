@@ -1,10 +1,16 @@
-"""Capacity tools: interval unions, overlap detection, and a closed-loop load run on a stand-in pool."""
+"""Capacity tools of the pool benchmarks (benchmarks/capacity.py): interval unions, overlap detection, and a
+closed-loop load run on a stand-in pool."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from cuda_agent.pool import JobTiming, LocalPool, StandInEvaluator
-from cuda_agent.pool.capacity import busy_fraction, closed_loop, overlapping_jobs
 from cuda_agent.tasks import Task
 from pool_helpers import standin_job
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks' own helpers
+from capacity import busy_fraction, closed_loop, overlapping_jobs  # noqa: E402
 
 
 def _t(job: str, gpu: str, start: float, end: float, status: str = "done") -> JobTiming:

@@ -49,9 +49,9 @@ def test_real_evaluations_and_a_broken_kernel() -> None:
         broken = pool.submit(EvalJob.create(task, bad, config)).result(timeout=600)
         after = pool.submit(EvalJob.create(task, good, config, kind="verify")).result(timeout=600)
         stats = pool.stats()
-    assert first.stage == "timed" and first.correct, first.summary()
+    assert first.stage == "timed" and first.correct, (first.stage, first.reason)
     assert first.speedup_eager is not None
-    assert not broken.correct and broken.stage in ("runtime_error", "crashed"), broken.summary()
-    assert after.stage == "correct" and after.correct, after.summary()
+    assert not broken.correct and broken.stage in ("runtime_error", "crashed"), (broken.stage, broken.reason)
+    assert after.stage == "correct" and after.correct, (after.stage, after.reason)
     if "illegal memory access" in (broken.reason + broken.log).lower():
         assert stats.replaced_workers >= 1

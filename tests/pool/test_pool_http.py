@@ -119,7 +119,7 @@ def test_serve_with_the_real_evaluator_leaves_no_zombie() -> None:
             jobs = [EvalJob.create(real, {"model_new.py": f"{MODEL_NEW}# {i}\n", "kernels/relu.cu": RELU_CU},
                                    kind="verify") for i in range(20)]
             results = [client.submit(job).result(timeout=900) for job in jobs]
-        assert all(r.correct for r in results), [r.summary() for r in results if not r.correct]
+        assert all(r.correct for r in results), [(r.stage, r.reason) for r in results if not r.correct]
         deadline = time.monotonic() + 3 * ORPHAN_GRACE_S
         while _zombies(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)

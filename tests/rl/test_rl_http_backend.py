@@ -8,7 +8,7 @@ import pytest
 
 from rl_samples import KERNEL, MODEL_NEW, call_text
 from cuda_agent.errors import ConfigError
-from cuda_agent.faults import ServeProcess
+from fault_probes import ServeProcess
 from cuda_agent.rl.envfactory import make_backend, make_env, shared_pool
 from cuda_agent.rl.reward import compute_score
 from cuda_agent.rl.rollout import RolloutLimits, run_token_episode

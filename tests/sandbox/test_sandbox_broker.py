@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from cuda_agent.sandbox import Broker, BrokerReply, Sandbox
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 
 class Recorder:
@@ -23,7 +24,7 @@ class Recorder:
 
 def test_commands_reach_the_handler_with_their_workspace(workspace: Path) -> None:
     handler = Recorder()
-    with Broker(handler) as broker, Sandbox(workspace, broker=broker) as sb:
+    with Broker(handler) as broker, Sandbox(workspace, protected=PROTECTED_ROOTS, broker=broker) as sb:
         build = sb.exec("cuda-agent build --verbose 'two words'")
         profile = sb.exec("cd kernels && cuda-agent profile")
         verify = sb.exec("cuda-agent verify")
@@ -43,7 +44,7 @@ def test_each_sandbox_is_identified_by_its_own_socket(workspace: Path, tmp_path:
     other = tmp_path / "episode-9"
     shutil.copytree(workspace, other)
     handler = Recorder()
-    with Broker(handler) as broker, Sandbox(workspace, broker=broker) as a, Sandbox(other, broker=broker) as b:
+    with Broker(handler) as broker, Sandbox(workspace, protected=PROTECTED_ROOTS, broker=broker) as a, Sandbox(other, protected=PROTECTED_ROOTS, broker=broker) as b:
         a.exec("cuda-agent build")
         b.exec("CUDA_AGENT_BROKER=/run/cuda-agent/broker.sock cuda-agent build")
         probe = b.exec("ls /run/cuda-agent")
@@ -52,18 +53,18 @@ def test_each_sandbox_is_identified_by_its_own_socket(workspace: Path, tmp_path:
 
 
 def test_bare_handler_gets_its_own_broker(workspace: Path) -> None:
-    with Sandbox(workspace, broker=lambda c, a, w: BrokerReply("done", 0)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, broker=lambda c, a, w: BrokerReply("done", 0)) as sb:
         assert sb.exec("cuda-agent submit").stdout == "done\n"
 
 
 def test_without_broker_the_client_explains(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("cuda-agent build")
     assert r.returncode == 69 and "cannot reach the host service" in r.stderr
 
 
 def test_client_is_fast_and_stdlib_only(workspace: Path) -> None:
-    with Sandbox(workspace, broker=lambda c, a, w: BrokerReply("ok", 0)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, broker=lambda c, a, w: BrokerReply("ok", 0)) as sb:
         r = sb.exec("python -X importtime -S /opt/cuda-agent/bin/cuda-agent build 2>&1 >/dev/null | "
                     "grep -c -E 'torch|numpy|cuda_agent' || true")
     assert r.stdout.strip() == "0"
@@ -74,7 +75,7 @@ def test_malformed_and_stalled_requests_do_not_hurt_the_broker(workspace: Path, 
 
     monkeypatch.setattr(broker_mod, "REQUEST_TIMEOUT_S", 0.5)
     handler = Recorder()
-    with Broker(handler) as broker, Sandbox(workspace, broker=broker) as sb:
+    with Broker(handler) as broker, Sandbox(workspace, protected=PROTECTED_ROOTS, broker=broker) as sb:
         junk = sb.exec("python -c \"import socket; s=socket.socket(socket.AF_UNIX); "
                        "s.connect('/run/cuda-agent/broker.sock'); s.sendall(b'not json\\n'); print(s.recv(999))\"")
         stalled = sb.exec("python -c \"import socket, time; s=socket.socket(socket.AF_UNIX); "

@@ -9,6 +9,7 @@ import pytest
 
 from cuda_agent.sandbox import Broker, BrokerReply, Sandbox, sandboxed_runner
 from cuda_agent.locations import kernelbench_root
+from cuda_agent.workspace import PROTECTED_ROOTS
 from helpers import RELU_KERNEL
 
 RELU = RELU_KERNEL
@@ -36,7 +37,7 @@ def test_agent_commands_build_through_the_broker(tmp_path: Path, bwrap_ready: No
         text = f"build ok ({len(result.compiled)} compiled)" if result.ok else result.diagnostics
         return BrokerReply(text, 0 if result.ok else 1)
 
-    with Broker(handler) as broker, Sandbox(ws.root, broker=broker) as sb:
+    with Broker(handler) as broker, Sandbox(ws.root, protected=PROTECTED_ROOTS, broker=broker) as sb:
         sb.write_file("kernels/relu.cu", RELU)
         good = sb.exec("cuda-agent build", timeout=300)
         tamper = sb.exec("echo x >> model.py; rm -f binding.py; echo '#include \"/etc/shadow\"' > kernels/x.cu; "

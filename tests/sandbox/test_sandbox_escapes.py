@@ -13,13 +13,14 @@ import pytest
 
 import cuda_agent
 from cuda_agent.sandbox import Sandbox, SandboxLimits
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 from_kinds = lambda result: {v.kind for v in result.violations}  # noqa: E731
 
 
 def test_read_etc_shadow_sees_only_a_decoy(workspace: Path) -> None:
     host_shadow = Path("/etc/shadow").read_text() if Path("/etc/shadow").exists() else ""
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         plain = sb.exec("cat /etc/shadow")
         sneaky = sb.exec("f=/e; f=${f}tc/sh; cat ${f}a*ow > kernels/stolen.txt")
     assert "decoy" in plain.stdout
@@ -32,7 +33,7 @@ def test_read_etc_shadow_sees_only_a_decoy(workspace: Path) -> None:
 
 def test_read_another_episodes_workspace(workspace: Path, sibling: Path) -> None:
     secret = (sibling / "secret.txt").read_text().strip()
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec(f"cat {sibling}/secret.txt; ls -la {sibling.parent}; cat ../episode-1/secret.txt; "
                     "find /tmp /workspace /run /opt /home /mnt /srv /root -name secret.txt 2>/dev/null")
     assert secret not in r.stdout + r.stderr
@@ -42,7 +43,7 @@ def test_read_another_episodes_workspace(workspace: Path, sibling: Path) -> None
 
 def test_read_host_checkout_and_home(workspace: Path) -> None:
     repo = Path(cuda_agent.__file__).resolve().parents[2]
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec(f"cat {repo}/pyproject.toml; ls -A /home /root/.ssh; cat /work/helper_rules.md; "
                     f"python -c 'import cuda_agent' && echo IMPORTED")
     assert "[project]" not in r.stdout
@@ -59,7 +60,7 @@ def test_network_is_unreachable(workspace: Path) -> None:
             "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
             "try: u.sendto(b'x', ('8.8.8.8', 53)); print('SENT')\n"
             "except OSError as e: print('failed', e.errno)\n")
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         sb.write_file("net.py", code)
         r = sb.exec("python net.py; cat /proc/net/dev")
     assert "CONNECTED" not in r.stdout and "SENT" not in r.stdout
@@ -72,7 +73,7 @@ def test_network_is_unreachable(workspace: Path) -> None:
 def test_fork_bomb_is_contained(workspace: Path, processes_with) -> None:
     marker = f"cuda_agent_bomb_{secrets.token_hex(4)}"
     limits = SandboxLimits(max_processes=32, timeout_s=4)
-    with Sandbox(workspace, limits=limits) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=limits) as sb:
         shell = sb.exec(f"exec -a {marker} bash -c ':(){{ :|:& }};:; sleep 10'")
         py = sb.exec("python -c \"import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\"")
     for r in (shell, py):
@@ -87,7 +88,7 @@ def test_fork_bomb_is_contained(workspace: Path, processes_with) -> None:
 def test_filling_the_disk_is_stopped(workspace: Path) -> None:
     quota = 16 << 20
     limits = SandboxLimits(disk_quota_bytes=quota, tmp_bytes=8 << 20, timeout_s=60)
-    with Sandbox(workspace, limits=limits) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=limits) as sb:
         r = sb.exec("for i in $(seq 1 200); do head -c 1048576 /dev/zero > kernels/f$i; sleep 0.02; done")
         used = sum(p.stat().st_size for p in (workspace / "kernels").iterdir())
         tmp = sb.exec("head -c 100000000 /dev/zero > /tmp/big; ls -la /tmp/big")
@@ -100,7 +101,7 @@ def test_filling_the_disk_is_stopped(workspace: Path) -> None:
 
 
 def test_file_size_limit(workspace: Path) -> None:
-    with Sandbox(workspace, limits=SandboxLimits(max_file_bytes=4 << 20)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=SandboxLimits(max_file_bytes=4 << 20)) as sb:
         r = sb.exec("head -c 50000000 /dev/zero > kernels/big.bin")
     assert (workspace / "kernels/big.bin").stat().st_size <= 4 << 20
     assert "file_size" in from_kinds(r)
@@ -111,7 +112,7 @@ def test_protected_files_cannot_be_changed(workspace: Path) -> None:
     attempts = ("echo hacked > model.py; rm -f SKILL.md; mv binding.py b.py; echo x > include/cuda_agent.h; "
                 "touch include/extra.h; rm -rf .cuda_agent; chmod 777 model.py; ln -sf /dev/null binding.py; "
                 "python -c \"open('model.py', 'w').write('x')\"")
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec(attempts)
     for path, content in before.items():
         if path.parent.name != "kernels" and path.name != "model_new.py":
@@ -138,7 +139,7 @@ def test_changed_protected_file_is_detected_and_restored(workspace: Path) -> Non
 def test_processes_outside_cannot_be_killed(workspace: Path) -> None:
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        with Sandbox(workspace) as sb:
+        with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
             r = sb.exec(f"kill -9 {victim.pid}; kill -9 -1; python -c 'import os; os.kill({victim.pid}, 9)'; "
                         "ps -e | wc -l")
         time.sleep(0.2)
@@ -151,7 +152,7 @@ def test_processes_outside_cannot_be_killed(workspace: Path) -> None:
 
 def test_writes_outside_fail(workspace: Path, tmp_path: Path) -> None:
     target = tmp_path / f"pwned-{secrets.token_hex(4)}"
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec(f"touch /usr/pwned; echo x > /etc/passwd; mkdir /pwned; touch {target}; touch /proc/sys/x; "
                     "echo 3 > /proc/sys/vm/drop_caches")
     assert not Path("/usr/pwned").exists() and not Path("/pwned").exists() and not target.exists()
@@ -160,7 +161,7 @@ def test_writes_outside_fail(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_killing_the_monitor_is_recorded(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         direct = sb.exec("kill -9 $$")
         everyone = sb.exec("kill -9 -1")
     assert "monitor" in from_kinds(direct) and "monitor" in from_kinds(everyone)
@@ -200,7 +201,7 @@ def test_the_monitor_shell_cannot_be_traced(workspace: Path, identity: str) -> N
     could ptrace it (or write /proc/PID/mem) could forge the report or stop it. It is started from an
     execute-only binary, so the kernel marks it not dumpable and refuses both."""
     (workspace / "probe.py").write_text(PTRACE_PROBE)
-    with Sandbox(workspace, identity=identity, limits=SandboxLimits(timeout_s=30)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, identity=identity, limits=SandboxLimits(timeout_s=30)) as sb:
         r = sb.exec("python3 probe.py; echo done")
     targets = [line for line in r.stdout.splitlines() if line.startswith("target ")]
     assert not r.timed_out and r.stdout.rstrip().endswith("done"), r.stdout + r.stderr
@@ -212,7 +213,7 @@ def test_the_monitor_shell_cannot_be_traced(workspace: Path, identity: str) -> N
 
 def test_violations_are_logged(workspace: Path, tmp_path: Path) -> None:
     log = tmp_path / "sandbox.jsonl"
-    with Sandbox(workspace, log_path=log) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, log_path=log) as sb:
         sb.exec("cat /etc/shadow")
         sb.exec("echo ok")
         total = len(sb.violations)
@@ -222,7 +223,7 @@ def test_violations_are_logged(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_ordinary_mistakes_are_not_violations(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("cat kernels/missing.cu; ls /workspace/nothing; python -c 'import nonexistent_mod'; "
                     "nvcc --version >/dev/null; echo 'int main(){}' > /tmp/a.c; cat model.py >/dev/null")
     assert r.violations == ()
@@ -231,12 +232,12 @@ def test_ordinary_mistakes_are_not_violations(workspace: Path) -> None:
 
 @pytest.mark.parametrize("command", ["mount -t tmpfs none /workspace", "unshare -r true", "chroot / true"])
 def test_privileged_operations_fail(workspace: Path, command: str) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         assert sb.exec(command).returncode != 0
 
 
 def test_links_out_of_the_workspace_and_fifos_are_removed(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("ln -s /etc/shadow kernels/evil.cu; ln -s ../../../../../root kernels/up; mkfifo kernels/f.cu; "
                     "ln -s /usr/local/cuda/include kernels/cuda_inc; ln -s model_new.py kernels/mine.py; "
                     "ln -s ../model.py kernels/ref.py; ln -s /workspace/model.py abs.py; ln -s /tmp/x kernels/t")
@@ -255,7 +256,7 @@ def test_workspace_directly_in_tmp_gives_no_false_alarms(bwrap_ready: None) -> N
 
     ws = Path(tempfile.mkdtemp(prefix="cuda-agent-test-ws-"))
     try:
-        with Sandbox(ws) as sb:
+        with Sandbox(ws, protected=PROTECTED_ROOTS) as sb:
             r = sb.exec("echo hi > /tmp/x && cat /tmp/x && ls /tmp /usr/bin/python3 && cd /tmp && pwd")
         assert r.returncode == 0, r.stderr
         assert r.violations == ()

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import Sandbox, SandboxLimits
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 
 def test_exec_runs_in_workspace_as_unprivileged_user(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("pwd; id -u; grep CapEff /proc/self/status; echo out; echo err >&2; exit 3")
     lines = r.stdout.splitlines()
     assert lines[0] == "/workspace"
@@ -22,7 +23,7 @@ def test_exec_runs_in_workspace_as_unprivileged_user(workspace: Path) -> None:
 
 
 def test_files_written_inside_appear_in_workspace(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("mkdir -p kernels/sub && echo '__global__ void k(){}' > kernels/sub/a.cu && cat model.py")
         assert r.returncode == 0, r.stderr
         assert "class Model" in r.stdout
@@ -34,14 +35,14 @@ def test_files_written_inside_appear_in_workspace(workspace: Path) -> None:
 def test_host_environment_does_not_leak(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     token = secrets.token_hex(8)
     monkeypatch.setenv("CUDA_AGENT_TEST_SECRET", token)
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("env; cat /proc/1/environ 2>/dev/null; hostname")
     assert token not in r.stdout
     assert "sandbox" in r.stdout
 
 
 def test_python_and_nvcc_toolchains_visible(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec("python -c 'import sys, json; print(json.dumps(sys.version_info[:2]))' && command -v nvcc")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("[3,")
@@ -49,7 +50,7 @@ def test_python_and_nvcc_toolchains_visible(workspace: Path) -> None:
 
 def test_wall_time_kills_whole_process_tree(workspace: Path, processes_with) -> None:
     marker = f"cuda_agent_marker_{secrets.token_hex(4)}"
-    with Sandbox(workspace, limits=SandboxLimits(timeout_s=30)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=SandboxLimits(timeout_s=30)) as sb:
         started = time.monotonic()
         r = sb.exec(f"(exec -a {marker} sleep 60) & (setsid bash -c 'exec -a {marker} sleep 60') & sleep 60",
                     timeout=1.5)
@@ -62,7 +63,7 @@ def test_wall_time_kills_whole_process_tree(workspace: Path, processes_with) -> 
 
 def test_background_processes_end_with_the_command(workspace: Path, processes_with) -> None:
     marker = f"cuda_agent_marker_{secrets.token_hex(4)}"
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         r = sb.exec(f"nohup bash -c 'exec -a {marker} sleep 60' >/dev/null 2>&1 & echo started")
         assert r.stdout.strip() == "started"
         time.sleep(0.3)
@@ -70,7 +71,7 @@ def test_background_processes_end_with_the_command(workspace: Path, processes_wi
 
 
 def test_output_trimmed_with_note(workspace: Path) -> None:
-    with Sandbox(workspace, limits=SandboxLimits(max_output_bytes=1000)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=SandboxLimits(max_output_bytes=1000)) as sb:
         r = sb.exec("seq 1 100000")
     assert r.stdout.startswith("1\n2\n3\n")
     assert r.stdout.rstrip().endswith("100000")
@@ -79,13 +80,13 @@ def test_output_trimmed_with_note(workspace: Path) -> None:
 
 
 def test_memory_limit(workspace: Path) -> None:
-    with Sandbox(workspace, limits=SandboxLimits(memory_bytes=512 << 20)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=SandboxLimits(memory_bytes=512 << 20)) as sb:
         r = sb.exec("python -c 'x = bytearray(2 << 30); print(len(x))'")
     assert r.returncode != 0 and "MemoryError" in r.stderr
 
 
 def test_cpu_time_limit(workspace: Path) -> None:
-    with Sandbox(workspace, limits=SandboxLimits(cpu_seconds=1, timeout_s=30)) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, limits=SandboxLimits(cpu_seconds=1, timeout_s=30)) as sb:
         started = time.monotonic()
         r = sb.exec("python -c 'while True: pass'")
     assert r.returncode in (128 + 9, 128 + 24) and not r.timed_out
@@ -93,20 +94,20 @@ def test_cpu_time_limit(workspace: Path) -> None:
 
 
 def test_stdin_input(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         assert sb.exec("tr a-z A-Z", input="hello").stdout == "HELLO"
 
 
 def test_private_tmp_is_not_shared(workspace: Path) -> None:
     name = f"cuda-agent-test-{secrets.token_hex(4)}"
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         assert sb.exec(f"echo x > /tmp/{name} && cat /tmp/{name}").stdout == "x\n"
         assert sb.exec(f"ls /tmp/{name}").returncode != 0
     assert not Path("/tmp", name).exists()
 
 
 def test_read_and_write_file(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         sb.write_file("kernels/relu.cu", "// relu\n")
         sb.write_file("/workspace/model_new.py", "print('new')\n")
         assert (workspace / "kernels/relu.cu").read_text() == "// relu\n"
@@ -120,7 +121,7 @@ def test_read_and_write_file(workspace: Path) -> None:
 
 
 def test_read_write_file_refuse_outside_and_protected(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         with pytest.raises(PermissionError):
             sb.read_file("/etc/hostname")
         with pytest.raises(PermissionError):
@@ -139,7 +140,7 @@ def test_read_write_file_refuse_outside_and_protected(workspace: Path) -> None:
 
 
 def test_userns_identity_also_works(workspace: Path) -> None:
-    with Sandbox(workspace, identity="userns") as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS, identity="userns") as sb:
         r = sb.exec("id -u; echo hi > kernels/x.cu; echo no > model.py")
     assert r.stdout.splitlines()[0] == "65534"
     assert (workspace / "kernels/x.cu").read_text() == "hi\n"
@@ -149,7 +150,7 @@ def test_userns_identity_also_works(workspace: Path) -> None:
 def test_closed_sandbox_refuses(workspace: Path) -> None:
     from cuda_agent.errors import SandboxError
 
-    sb = Sandbox(workspace)
+    sb = Sandbox(workspace, protected=PROTECTED_ROOTS)
     sb.close()
     sb.close()
     with pytest.raises(SandboxError, match="closed"):
@@ -160,7 +161,7 @@ def test_missing_workspace_is_a_clear_error(tmp_path: Path, bwrap_ready: None) -
     from cuda_agent.errors import SandboxError
 
     with pytest.raises(SandboxError, match="not a folder"):
-        Sandbox(tmp_path / "nope")
+        Sandbox(tmp_path / "nope", protected=PROTECTED_ROOTS)
 
 
 def test_missing_bwrap_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,7 +176,7 @@ def test_missing_bwrap_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_files_the_host_writes_stay_editable_inside(workspace: Path) -> None:
-    with Sandbox(workspace) as sb:
+    with Sandbox(workspace, protected=PROTECTED_ROOTS) as sb:
         (workspace / "kernels" / "host_made.cu").write_text("// from an edit tool on the host\n")
         r = sb.exec("echo '// appended inside' >> kernels/host_made.cu && cat kernels/host_made.cu")
     assert r.returncode == 0, r.stderr
@@ -183,7 +184,7 @@ def test_files_the_host_writes_stay_editable_inside(workspace: Path) -> None:
 
 
 def test_many_sandboxes_share_one_inotify_instance(workspace: Path) -> None:
-    boxes = [Sandbox(workspace) for _ in range(3)]
+    boxes = [Sandbox(workspace, protected=PROTECTED_ROOTS) for _ in range(3)]
     try:
         results = [b.exec("cat /etc/shadow >/dev/null") for b in boxes[:2]]
         quiet = boxes[2].exec("true")
@@ -199,7 +200,7 @@ def test_concurrent_sandboxes_stay_apart(workspace: Path, tmp_path: Path) -> Non
     import threading
 
     spaces = [workspace] + [shutil.copytree(workspace, tmp_path / f"episode-{i}") for i in range(2, 5)]
-    boxes = [Sandbox(ws) for ws in spaces]
+    boxes = [Sandbox(ws, protected=PROTECTED_ROOTS) for ws in spaces]
     results: dict[int, object] = {}
 
     def work(i: int) -> None:

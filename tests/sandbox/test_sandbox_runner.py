@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import sandboxed_runner
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 KERNEL = """#include "cuda_agent.h"
 __global__ void scale_kernel(const float* x, float* y, int64_t n) {
@@ -28,7 +29,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/
 
 def test_runner_confines_commands(workspace: Path, sibling: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    run = sandboxed_runner(workspace, extra_rw=[cache])
+    run = sandboxed_runner(workspace, extra_rw=[cache], protected=PROTECTED_ROOTS)
     secret = (sibling / "secret.txt").read_text().strip()
     done = run(["bash", "-c", f"cat {sibling}/secret.txt; cat /etc/shadow; echo x > {cache}/obj.o; "
                               "echo y > model.py; echo z > kernels/ok.cu; pwd; id -u"], workspace, 60)

@@ -18,9 +18,10 @@ SCRIPT = r"""
 import json, sys, tempfile, pathlib
 sys.path.insert(0, sys.argv[1])
 from cuda_agent.sandbox import Sandbox, SandboxLimits, BrokerReply
+from cuda_agent.workspace import PROTECTED_ROOTS
 ws = pathlib.Path(tempfile.mkdtemp()) / "ws"; ws.mkdir(); (ws / "model.py").write_text("ref\n")
 out = {}
-with Sandbox(ws, limits=SandboxLimits(max_processes=24, timeout_s=4),
+with Sandbox(ws, protected=PROTECTED_ROOTS, limits=SandboxLimits(max_processes=24, timeout_s=4),
              broker=lambda c, a, w: BrokerReply("ok " + c, 0)) as sb:
     out["identity"] = sb.identity
     r = sb.exec("id -u; echo x > agent.txt; echo y > model.py; cuda-agent build")

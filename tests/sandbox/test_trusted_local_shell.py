@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox import BrokerReply, Sandbox, TrustedLocalShell
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 
 def _echo(command: str, args: list[str], workspace: Path) -> BrokerReply:
@@ -19,9 +20,9 @@ def _echo(command: str, args: list[str], workspace: Path) -> BrokerReply:
 def shell(request: pytest.FixtureRequest, plain_workspace: Path):
     if request.param == "bwrap":
         request.getfixturevalue("bwrap_ready")
-        made = Sandbox(plain_workspace, broker=_echo)
+        made = Sandbox(plain_workspace, protected=PROTECTED_ROOTS, broker=_echo)
     else:
-        made = TrustedLocalShell(plain_workspace, broker=_echo)
+        made = TrustedLocalShell(plain_workspace, protected=PROTECTED_ROOTS, broker=_echo)
     yield made
     made.close()
 
@@ -53,14 +54,14 @@ def test_both_backends_apply_the_same_file_rules(shell, plain_workspace: Path, t
 
 def test_the_local_shell_runs_in_the_workspace_without_the_hosts_secrets(plain_workspace: Path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret")
-    with TrustedLocalShell(plain_workspace) as shell:
+    with TrustedLocalShell(plain_workspace, protected=PROTECTED_ROOTS) as shell:
         result = shell.exec("pwd; env; cat model_new.py")
     assert result.returncode == 0 and result.stdout.startswith(f"{plain_workspace.resolve()}\n")
     assert "sk-host-secret" not in result.stdout and "# agent" in result.stdout
 
 
 def test_the_local_shell_kills_the_whole_command_on_timeout(plain_workspace: Path) -> None:
-    with TrustedLocalShell(plain_workspace) as shell:
+    with TrustedLocalShell(plain_workspace, protected=PROTECTED_ROOTS) as shell:
         result = shell.exec("echo start; (sleep 30; echo child) & sleep 30; echo never", timeout=1)
     assert result.timed_out and result.returncode == 124
     assert "start" in result.stdout and "never" not in result.stdout and "child" not in result.stdout
@@ -69,7 +70,7 @@ def test_the_local_shell_kills_the_whole_command_on_timeout(plain_workspace: Pat
 def test_the_local_shell_keeps_the_head_and_tail_of_long_output(plain_workspace: Path) -> None:
     from cuda_agent.sandbox import SandboxLimits
 
-    with TrustedLocalShell(plain_workspace, SandboxLimits(max_output_bytes=1000)) as shell:
+    with TrustedLocalShell(plain_workspace, SandboxLimits(max_output_bytes=1000), protected=PROTECTED_ROOTS) as shell:
         result = shell.exec("seq 1 100000")
     assert result.stdout.startswith("1\n2\n") and result.stdout.endswith("99999\n100000\n")
     assert len(result.stdout) <= 1000 and result.truncated_bytes == len("".join(f"{i}\n" for i in

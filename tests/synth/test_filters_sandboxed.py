@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cuda_agent.faults.task_code import PHASES, HostileSetup
+from fault_probes.task_code import PHASES, HostileSetup
 from cuda_agent.sandbox import sandbox_available
 from cuda_agent.synth.filter_workers import WorkerPool
 from cuda_agent.synth.filters import FilterConfig

@@ -11,12 +11,11 @@ from typer.testing import CliRunner
 
 from cuda_agent.cli.main import app
 from cuda_agent.errors import TaskError
+from cuda_agent.locations import kernelbench_cache, ops6k_cache
 from cuda_agent.tasks import load_kernelbench_dir, load_tasks
 from cuda_agent.tasks.hub import (
     KERNELBENCH_HUB_ID,
     check_hub_reachable,
-    kernelbench_cache,
-    ops6k_cache,
     write_kernelbench,
     write_parquet,
 )

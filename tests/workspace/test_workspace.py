@@ -123,17 +123,17 @@ def test_overwrite_replaces_only_a_workspace(tmp_path: Path):
 
 
 def test_protected_paths_are_one_list_every_guard_reads(workspace: Workspace):
-    """The workspace's protected files, their top folders whole, used as they are by the sandbox's read-only binds,
-    the shells' file verbs and the agent's file tools."""
+    """The workspace's protected files, their top folders whole, handed as they are to the agent's shell (the
+    sandbox's read-only binds, the shells' file verbs) and used by the agent's file tools."""
     from cuda_agent.agent.files import WorkspaceFiles
-    from cuda_agent.sandbox import TrustedLocalShell, protected_paths
+    from cuda_agent.agent.runner import make_shell
     from cuda_agent.workspace import PROTECTED_ROOTS, is_protected
 
     assert PROTECTED_ROOTS == ("model.py", "binding.py", "include/", "SKILL.md", ".cuda_agent/")
     assert all(is_protected(rel) for rel in PROTECTED_PATHS)
     assert is_protected("include/new.h") and is_protected(".cuda_agent") and is_protected("model.py/x")
     assert not any(is_protected(rel) for rel in ("model_new.py", "kernels/model.py", "include.cu", "SKILL.md.bak"))
-    with TrustedLocalShell(workspace.root) as shell:
-        assert protected_paths() == shell.protected == WorkspaceFiles(shell).protected == PROTECTED_ROOTS
+    with make_shell("local", workspace.root, lambda command, args: ("", 0)) as shell:
+        assert shell.protected == WorkspaceFiles(shell).protected == PROTECTED_ROOTS
     with pytest.raises(ProtectedFileError):
         workspace.write_solution({"include/extra.h": "// not the agent's"})

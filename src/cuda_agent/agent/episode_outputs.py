@@ -9,6 +9,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 from cuda_agent.agent.loop import EpisodeResult
+from cuda_agent.errors import CudaAgentError
+from cuda_agent.workspace import Workspace
 
 
 def _fmt(value: float | None, suffix: str = "x") -> str:
@@ -56,9 +58,6 @@ def write_final(result: EpisodeResult, out_dir: Path) -> Path | None:
     """Copy the workspace's final ``model_new.py`` and ``kernels/`` to ``out_dir/final/<task key>/`` (the task id
     with ``/`` as ``_``), the layout `cuda-agent bench offline --solutions out_dir/final` scores: on a machine
     without a GPU that is how an episode's work is evaluated later. None when the workspace is gone or empty."""
-    from cuda_agent.errors import CudaAgentError
-    from cuda_agent.workspace import Workspace
-
     if result.workspace is None or not Path(result.workspace).is_dir():
         return None
     try:

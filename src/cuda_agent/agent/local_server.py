@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cuda_agent import procs
 from cuda_agent.errors import ConfigError, CudaAgentError
@@ -199,10 +199,3 @@ class LocalModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-@contextlib.contextmanager
-def local_model_server(model: str | Path | None = None, **options: Any) -> Iterator[LocalModelServer]:
-    """`LocalModelServer` as a context manager; ``model`` defaults to `default_model_path`."""
-    server = LocalModelServer(LocalServerConfig(model=Path(model) if model else default_model_path(), **options))
-    with server:
-        yield server

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cuda_agent.tasks.task import Task
+from cuda_agent.workspace import skill_text
 
 if TYPE_CHECKING:
     from cuda_agent.agent.config import EnvConfig
@@ -17,8 +18,6 @@ to the workspace; bash runs commands in it. The build, verify, profile and submi
 
 def system_prompt() -> str:
     """The role, the tools, and SKILL.md (the workflow, the rules and the optimisation guide)."""
-    from cuda_agent.workspace import skill_text
-
     return _ROLE + "\n" + skill_text()
 
 

@@ -14,6 +14,7 @@ from typing import Callable, Protocol, Sequence
 from cuda_agent.errors import SandboxError
 from cuda_agent.sandbox import BrokerReply, ExecResult, Sandbox, TrustedLocalShell, Violation
 from cuda_agent.sandbox import sandbox_available as _bwrap_runs
+from cuda_agent.workspace import PROTECTED_ROOTS
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +59,13 @@ def make_shell(mode: str, workspace: Path, handler: CommandHandler) -> Shell:
         return BrokerReply(text=text, exit_code=code)
 
     if mode == "local":
-        return TrustedLocalShell(workspace, broker=answer)
+        return TrustedLocalShell(workspace, protected=PROTECTED_ROOTS, broker=answer)
     if sandbox_available():
-        return Sandbox(workspace, broker=answer)
+        return Sandbox(workspace, protected=PROTECTED_ROOTS, broker=answer)
     if mode == "bwrap":
         raise SandboxError(
             "the bubblewrap sandbox is not available here (bwrap is not installed or cannot create namespaces); "
             "install bubblewrap (apt-get install bubblewrap) or use sandbox='local' for trusted code only"
         )
     log.warning("sandbox not available; running agent commands UNCONFINED in a local shell over %s", workspace)
-    return TrustedLocalShell(workspace, broker=answer)
+    return TrustedLocalShell(workspace, protected=PROTECTED_ROOTS, broker=answer)

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 
 from cuda_agent.compiler.builder import BuildResult, build_workspace
+from cuda_agent.sandbox import sandboxed_runner
+from cuda_agent.sandbox.process import require_sandbox
 
 
 def build_confined(root: str | Path, *, arch: str | None = None, cache_dir: str | Path | None = None,
@@ -19,9 +21,6 @@ def build_confined(root: str | Path, *, arch: str | None = None, cache_dir: str 
     """`build_workspace` with the compiler confined. Raises SandboxError when no sandbox can be made here, unless
     ``allow_unsandboxed`` (the explicit opt-out for code you wrote yourself), and BuildError when the toolchain is
     missing; compiler errors come back in the result, as always."""
-    from cuda_agent.sandbox import sandboxed_runner
-    from cuda_agent.sandbox.process import require_sandbox
-
     root = Path(root).resolve()
     if not require_sandbox(allow_unsandboxed):
         return build_workspace(root, arch=arch, cache_dir=cache_dir, jobs=jobs)

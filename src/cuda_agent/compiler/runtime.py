@@ -1,6 +1,5 @@
-"""Load a workspace library and call its registered functions from Python (the ABI lives in
-`cuda_agent.evaluator.runner.abi`, which the sandboxed candidate process uses too); which library a workspace's
-``binding.ops`` loads.
+"""Load a workspace library and call its registered functions from Python (the ABI lives in `cuda_agent.kernel_abi`,
+which the sandboxed candidate process uses too); which library a workspace's ``binding.ops`` loads.
 """
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import threading
 from pathlib import Path
 
 from cuda_agent.errors import BuildError
-from cuda_agent.evaluator.runner.abi import KernelCallError, LibraryLoadError, Op, OpLibrary
+from cuda_agent.kernel_abi import KernelCallError, LibraryLoadError, Op, OpLibrary
 
 __all__ = ["KernelCallError", "Op", "OpLibrary", "active_library", "load_library", "load_ops", "set_active_library"]
 

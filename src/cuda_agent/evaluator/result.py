@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from cuda_agent.evaluator.rules import RULES, RuleViolation
+from cuda_agent.evaluator.rules import RuleViolation
 from cuda_agent.evaluator.reward_schedule import REWARD_CORRECT, REWARD_INCORRECT, continuous_reward, discrete_reward
 from cuda_agent.evaluator.stats import TimingStats
 
@@ -120,22 +120,6 @@ class EvalResult:
 
     def trimmed(self, max_log_chars: int) -> "EvalResult":
         return replace(self, log=_trim(self.log, max_log_chars), reason=_trim(self.reason, max_log_chars))
-
-    def summary(self) -> str:
-        """One paragraph for the agent: stage, why, rules, speedups, reward."""
-        parts = [f"stage: {self.stage}"]
-        if self.reason:
-            parts.append(f"reason: {self.reason}")
-        for violation in self.rules_fired:
-            parts.append(f"rule {violation.rule}: {violation.detail or RULES[violation.rule]}")
-        if self.speedup_eager is not None:
-            parts.append(f"speedup vs eager {self.speedup_eager:.3f}x")
-        if self.speedup_compile is not None:
-            parts.append(f"speedup vs torch.compile {self.speedup_compile:.3f}x")
-        if self.sol_fraction is not None:
-            parts.append(f"{100 * self.sol_fraction:.1f}% of the speed of light")
-        parts.append(f"reward {self.reward}")
-        return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -298,14 +298,3 @@ def fraction_of_floor(candidate_ms: float, sol: SolEstimate) -> float:
     if candidate_ms <= 0 or math.isnan(candidate_ms):
         return math.inf
     return sol.floor_ms / candidate_ms
-
-
-def below_floor(candidate_ms: float, sol: SolEstimate, margin: float = 0.9) -> bool:
-    """True when ``candidate_ms`` is under ``margin`` times the floor: the timing cannot be real.
-
-    Rationale: catches timing cheats no rule names (hidden streams, deferred work, patched clocks) by their
-    effect, a result faster than the hardware can produce it.
-    """
-    if candidate_ms <= 0 or math.isnan(candidate_ms):
-        return True
-    return candidate_ms < margin * sol.floor_ms

@@ -26,6 +26,8 @@ from typing import Any
 from cuda_agent.errors import SandboxError
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.result import EvalResult, failure
+from cuda_agent.sandbox.process import gpu_device_nodes, require_sandbox
+from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,6 @@ STAGE = "stage"
 
 def wants_gpu(config: EvalConfig) -> bool:
     """Whether the judge's sandbox gets the GPU's device nodes (without importing torch here)."""
-    from cuda_agent.sandbox.process import gpu_device_nodes
-
     return config.device != "cpu" and bool(gpu_device_nodes())
 
 
@@ -45,8 +45,6 @@ def stage(job: dict[str, Any], config: EvalConfig, folder: Path) -> dict[str, An
     """Check and build the job's solution into ``folder``/stage; return the job with its ``prepared`` fields, or a
     finished result when the solution cannot run (a build failure, edited protected files, no sandbox)."""
     from cuda_agent.evaluator.judge.prepare import PrepareError, prepare
-    from cuda_agent.sandbox.process import require_sandbox
-    from cuda_agent.tasks.task import Task
 
     task = Task.from_dict(job["task"])
     solution = Path(job["solution"])
@@ -182,7 +180,6 @@ def store_baselines(records: list[Any], job: dict[str, Any]) -> int:
     from the parts it carries) and its times are finite and positive; return how many were written. A record that
     fails a check is logged and dropped (the next evaluation measures again)."""
     from cuda_agent.evaluator.baselines import BaselineCache, baseline_key, times_from_dict
-    from cuda_agent.tasks.task import Task
 
     config = EvalConfig.from_dict(job["config"])
     task_hash = Task.from_dict(job["task"]).code_hash

@@ -13,6 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from cuda_agent.compiler.confined import build_confined
+from cuda_agent.compiler.inline import build_inline, extract_inline_specs
 from cuda_agent.errors import PoolError
 from cuda_agent.pool.job import workspace_root
 
@@ -54,8 +56,6 @@ class BuildPool:
     def _build(self, root: Path) -> "BuildResult":
         builder = self._builder
         if builder is None:
-            from cuda_agent.compiler.confined import build_confined
-
             builder = build_confined
         return builder(root, arch=self.arch, cache_dir=self.cache_dir, jobs=self.jobs)
 
@@ -70,8 +70,6 @@ class BuildPool:
     def _build_inline(self, spec: Any) -> Any:
         builder = self._inline_builder
         if builder is None:
-            from cuda_agent.compiler.inline import build_inline
-
             builder = build_inline
         options = {"arch": self.arch, "jobs": self.jobs, **self.inline_options}
         if self.cache_dir is not None:
@@ -89,8 +87,6 @@ class BuildPool:
         """Queue builds of every load_inline call a single-file solution makes, found statically. Raises
         `cuda_agent.compiler.inline.InlineExtractionError` when a call is not static: run the recorder (in the
         sandbox) and pass its specs to `submit_inline` instead."""
-        from cuda_agent.compiler.inline import extract_inline_specs
-
         return [self.submit_inline(spec) for spec in extract_inline_specs(source, origin=origin)]
 
     def close(self, wait: bool = True) -> None:

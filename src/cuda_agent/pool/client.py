@@ -11,17 +11,15 @@ import urllib.error
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cuda_agent.compiler import BuildResult
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.pool.base import PoolStats
 from cuda_agent.pool.job import EvalJob, SolutionSnapshot, workspace_root
 from cuda_agent.pool.validation import MAX_WAIT_IDS, MAX_WAIT_S
-
-if TYPE_CHECKING:
-    from cuda_agent.compiler.builder import BuildResult
-    from cuda_agent.workspace import Workspace
+from cuda_agent.workspace import Workspace
 
 TOKEN_ENV = "CUDA_AGENT_SERVE_TOKEN"
 
@@ -103,15 +101,11 @@ class PoolClient:
 
     def submit_build(self, workspace: "str | Path | Workspace") -> "Future[BuildResult]":
         """Build a workspace's agent files on the server (compiler diagnostics come back; the library stays there)."""
-        from cuda_agent.workspace import Workspace
-
         ws = Workspace.open(workspace_root(workspace))
         body = {"task": ws.task.to_dict(), "solution": SolutionSnapshot.from_files(ws.solution_files()).to_dict()}
         return self._builds.submit(self._build, body)
 
-    def _build(self, body: dict[str, Any]) -> "BuildResult":
-        from cuda_agent.compiler import BuildResult
-
+    def _build(self, body: dict[str, Any]) -> BuildResult:
         data = self._request("POST", "/v1/builds", body, timeout_s=max(self.timeout_s, 600.0))
         return BuildResult.from_dict(data, local=False)
 

@@ -314,10 +314,6 @@ class PoolHTTPServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    @property
-    def open_connections(self) -> int:
-        return self._open
-
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
             full = self._open >= self.limits.max_connections

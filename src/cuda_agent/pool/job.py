@@ -17,6 +17,7 @@ from cuda_agent.evaluator.config import KINDS
 from cuda_agent.pool.validation import CONTROL
 from cuda_agent.store.keys import files_digest
 from cuda_agent.tasks.task import Task
+from cuda_agent.workspace import Workspace, create_workspace
 
 if TYPE_CHECKING:
     from cuda_agent.workspace import Workspace
@@ -110,8 +111,6 @@ class SolutionSnapshot:
                 raise WorkspaceError(f"{path}: a single-file solution must be a .py file")
             return cls("file", ((SINGLE_FILE_NAME, path.read_bytes()),))
         if path.is_dir():
-            from cuda_agent.workspace import Workspace
-
             if (path / ".cuda_agent").is_dir():
                 return cls.from_files(Workspace.open(path).solution_files(), "workspace")
             if (path / "model_new.py").is_file():
@@ -134,8 +133,6 @@ class SolutionSnapshot:
             target = root / SINGLE_FILE_NAME
             target.write_bytes(self.files[0][1])
             return target
-        from cuda_agent.workspace import create_workspace
-
         workspace = create_workspace(task, root / "ws", solution=self.file_map())
         return workspace.root
 

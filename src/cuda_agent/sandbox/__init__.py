@@ -7,7 +7,7 @@ from cuda_agent.sandbox._probe import check_sandbox, sandbox_available
 from cuda_agent.sandbox.broker import Broker, BrokerReply
 from cuda_agent.sandbox.overhead import measure_overhead_ms
 from cuda_agent.sandbox.runner import BUILD_LIMITS, sandboxed_runner
-from cuda_agent.sandbox.sandbox import Sandbox, protected_paths
+from cuda_agent.sandbox.sandbox import Sandbox
 from cuda_agent.sandbox.trusted_local import TrustedLocalShell
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "Violation",
     "check_sandbox",
     "measure_overhead_ms",
-    "protected_paths",
     "sandbox_available",
     "sandboxed_runner",
 ]

@@ -27,7 +27,8 @@ _KILL = re.compile(r"kill: \(?\d+\)? ?-? ?(?:No such process|Operation not permi
 _ROFS = re.compile(_PATH + r"['\u2019]?: " + _ERRNO_WRITE)
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
+def under(path: str, roots: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``roots`` or lies inside one (the file verbs' protected-path check too)."""
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
@@ -45,14 +46,14 @@ def scan(command: str, output: str, *, workspace_mount: str, protected: tuple[st
             add("read_outside", f"command names {path}", "command")
     for match in re.finditer(_PATH + r"['\u2019]?: " + _ERRNO_READ, output):
         path = match.group(1)
-        if _under(path, (*SENSITIVE_PATHS, *sensitive)):
+        if under(path, (*SENSITIVE_PATHS, *sensitive)):
             add("read_outside", f"{path}: {match.group(0).rsplit(': ', 1)[-1]}", "blocked")
     for match in _ROFS.finditer(output):
         path = match.group(1)
         rel = path[len(workspace_mount) + 1:] if path.startswith(workspace_mount + "/") else path
-        if _under(rel, protected) or any(rel == p.rstrip("/") for p in protected):
+        if under(rel, protected) or any(rel == p.rstrip("/") for p in protected):
             add("protected_file", f"{path}: {match.group(0).rsplit(': ', 1)[-1]}", "blocked")
-        elif "Read-only file system" in match.group(0) and not _under(path, (workspace_mount, "/tmp", *writable)):
+        elif "Read-only file system" in match.group(0) and not under(path, (workspace_mount, "/tmp", *writable)):
             add("write_outside", f"{path}: read-only", "blocked")
     for name in protected:
         name = name.rstrip("/")

@@ -27,7 +27,7 @@ def measure_overhead_ms(n: int = 50, *, identity: str = "auto",
         ws.mkdir()
         (ws / "model.py").write_text("# reference\n")
         (ws / "kernels").mkdir()
-        with Sandbox(ws, limits=SandboxLimits(timeout_s=30), identity=identity) as sandbox:
+        with Sandbox(ws, protected=("model.py",), limits=SandboxLimits(timeout_s=30), identity=identity) as sandbox:
             sandbox.exec("true")
             times: list[float] = []
             for i in range(n):

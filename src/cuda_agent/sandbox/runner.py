@@ -42,12 +42,14 @@ def _host_paths(argv: Sequence[str]) -> list[str]:
 
 
 def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = (),
-                     extra_ro: Sequence[str | Path] = (), protected: Sequence[str] | None = None,
+                     extra_ro: Sequence[str | Path] = (), protected: Sequence[str] = (),
                      limits: SandboxLimits | None = None, readonly_workspace: bool = False) -> Runner:
     """A ``runner(argv, cwd, timeout) -> CompletedProcess`` for `cuda_agent.compiler.build_workspace`.
 
     Args:
-        workspace: bound read-write at its own path, with the protected files read-only on top.
+        workspace: bound read-write at its own path, with ``protected`` (workspace-relative paths) read-only on
+            top; the builds of this package protect none: the compiler binds the workspace read-only, the inline
+            build a work folder of its own.
         extra_rw: folders the build writes (the compile cache); made if missing.
         extra_ro: more folders the build reads; existing paths in the command line are added automatically.
         readonly_workspace: bind the workspace read-only (the evaluator's builds write only to ``extra_rw``).
@@ -56,8 +58,6 @@ def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = 
     Always runs as uid 65534 in a user namespace (so files it writes belong to the host user and the shared cache
     stays writable by every build). Raises `SandboxError` (at call time) when bubblewrap cannot run here.
     """
-    from cuda_agent.sandbox.sandbox import protected_paths
-
     check_sandbox("userns")
     ws = Path(workspace).resolve()
     rw = [str(Path(p).resolve()) for p in extra_rw]
@@ -65,7 +65,7 @@ def sandboxed_runner(workspace: str | Path, *, extra_rw: Sequence[str | Path] = 
         os.makedirs(path, exist_ok=True)
     ro = [str(Path(p).resolve()) for p in extra_ro]
     limits = limits or BUILD_LIMITS
-    prot = tuple(p.rstrip("/") for p in (protected if protected is not None else protected_paths()))
+    prot = tuple(p.rstrip("/") for p in protected)
 
     def run(argv: Sequence[str], cwd: Path, timeout: float) -> "subprocess.CompletedProcess[str]":
         bound = [str(ws), *rw, *ro, "/usr", *python_roots(), *cuda_roots(), *compiler_roots()]

@@ -30,7 +30,6 @@ from cuda_agent.sandbox._probe import bwrap_path, check_sandbox
 from cuda_agent.sandbox._seccomp import no_userns_filter
 from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler, install_client
 from cuda_agent.sandbox.shell_base import WorkspaceShell
-from cuda_agent.workspace.workspace import PROTECTED_ROOTS
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +45,6 @@ def _overlaps(path: str, others: Sequence[str]) -> bool:
                for o in others)
 
 
-def protected_paths() -> tuple[str, ...]:
-    """The workspace paths bound read-only: `cuda_agent.workspace.PROTECTED_ROOTS`, the one list every guard uses."""
-    return PROTECTED_ROOTS
-
-
 class Sandbox(WorkspaceShell):
     """A confined shell over one workspace.
 
@@ -58,8 +52,10 @@ class Sandbox(WorkspaceShell):
         workspace: the episode's workspace folder (host path).
         limits: resource limits (`SandboxLimits`).
         broker: a `Broker` (or a bare handler, for which one is made) that serves ``cuda-agent <command>``.
-        protected: workspace-relative paths bound read-only (a trailing ``/`` for a folder); default
-            `protected_paths()`.
+        protected: workspace-relative paths bound read-only (a trailing ``/`` for a folder): an agent's workspace
+            passes `cuda_agent.workspace.PROTECTED_ROOTS`, the one list every guard uses. A parameter, with no
+            default, so that the sandbox knows nothing of the workspace's layout and no caller protects nothing
+            by forgetting it.
         identity: ``auto`` (``setuid`` on a root host, else ``userns``), ``userns`` or ``setuid``.
         extra_ro / extra_rw: more host folders, visible at the same path.
         sensitive_paths: host paths whose mention or opening is recorded as an escape attempt (default: the
@@ -72,7 +68,7 @@ class Sandbox(WorkspaceShell):
     """
 
     def __init__(self, workspace: str | Path, *, limits: SandboxLimits | None = None,
-                 broker: Broker | Handler | None = None, protected: Sequence[str] | None = None,
+                 protected: Sequence[str], broker: Broker | Handler | None = None,
                  identity: str = "auto", extra_ro: Sequence[str | Path] = (), extra_rw: Sequence[str | Path] = (),
                  sensitive_paths: Sequence[str | Path] | None = None, log_path: str | Path | None = None,
                  workspace_mount: str = "/workspace") -> None:
@@ -82,7 +78,7 @@ class Sandbox(WorkspaceShell):
             raise SandboxError(f"sandbox workspace {self.workspace} is not a folder; create the workspace first")
         self.limits = limits or SandboxLimits()
         self.workspace_mount = workspace_mount
-        self.protected = tuple(protected) if protected is not None else protected_paths()
+        self.protected = tuple(protected)
         self.log_path = Path(log_path) if log_path is not None else None
         self._violations: list[Violation] = []
         self._closed = False

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Self, Sequence
 
 from cuda_agent.errors import SandboxError
+from cuda_agent.sandbox._detect import under
 from cuda_agent.sandbox._limits import SandboxLimits, Violation
-from cuda_agent.workspace.workspace import is_protected
 
 MAX_READ_BYTES = 16 << 20
 
@@ -85,7 +85,7 @@ class WorkspaceShell:
         """
         host = self._host_path(path, "write")
         rel = host.relative_to(self.workspace).as_posix()
-        if is_protected(rel, self.protected):
+        if under(rel.strip("/"), [root.strip("/") for root in self.protected]):
             self._record([Violation("protected_file", f"write_file({path!r}): protected", "api")], path)
             raise PermissionError(f"{rel} is protected; write model_new.py or files under kernels/")
         if host.is_dir():

@@ -26,7 +26,6 @@ from cuda_agent.sandbox._limits import ExecResult, SandboxLimits, Violation
 from cuda_agent.sandbox._monitor import disk_usage
 from cuda_agent.sandbox.broker import SOCKET_NAME, Broker, Handler, install_client
 from cuda_agent.sandbox.shell_base import WorkspaceShell
-from cuda_agent.workspace.workspace import PROTECTED_ROOTS
 
 # Environment variables a command keeps: locale, terminal, and where the CUDA toolkit and GPUs are.
 KEPT_ENV = ("LANG", "LC_ALL", "TERM", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES")
@@ -42,17 +41,18 @@ class TrustedLocalShell(WorkspaceShell):
             stdout and stderr together in the command's own order) and ``disk_quota_bytes`` (for ``write_file``) apply;
             the others need the sandbox.
         broker: a `Broker` (or a bare handler, for which one is made) that serves ``cuda-agent <command>``.
-        protected: workspace-relative paths ``write_file`` refuses (default: the workspace's protected paths).
+        protected: workspace-relative paths ``write_file`` refuses (an agent's workspace passes
+            `cuda_agent.workspace.PROTECTED_ROOTS`).
     """
 
     def __init__(self, workspace: str | Path, limits: SandboxLimits | None = None, *,
-                 broker: Broker | Handler | None = None, protected: Sequence[str] | None = None) -> None:
+                 protected: Sequence[str], broker: Broker | Handler | None = None) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise SandboxError(f"workspace {self.workspace} is not a folder; create the workspace first")
         self.workspace_mount = str(self.workspace)
         self.limits = limits or SandboxLimits()
-        self.protected = tuple(protected) if protected is not None else PROTECTED_ROOTS
+        self.protected = tuple(protected)
         self._violations: list[Violation] = []
         self._usage = disk_usage(self.workspace)
         self._state = Path(tempfile.mkdtemp(prefix="cuda-agent-local-shell-"))

@@ -25,6 +25,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from cuda_agent.errors import PoolError
+from cuda_agent.sandbox.task_code import TaskCodeSpec, python_argv, spawn_task_code
 from cuda_agent.synth.filters import FilterConfig, FilterResult
 
 log = logging.getLogger(__name__)
@@ -174,8 +175,6 @@ class WorkerPool:
         self._slots = [self._spawn() for _ in range(workers)]
 
     def _spawn(self) -> _Slot:
-        from cuda_agent.sandbox.task_code import TaskCodeSpec, python_argv, spawn_task_code
-
         lock_fd = os.open(self._lock_path, os.O_RDWR)
         spec = TaskCodeSpec(gpu=self.config.device != "cpu", env=self.env)
         try:

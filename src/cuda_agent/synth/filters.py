@@ -15,6 +15,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, ContextManager
 
+from cuda_agent.errors import TaskError
+from cuda_agent.tasks.validate import check_syntax, exec_module
+
 log = logging.getLogger(__name__)
 
 REASONS = (
@@ -94,9 +97,6 @@ def _model_class(tree: ast.Module) -> ast.ClassDef | None:
 def static_check(code: str) -> FilterResult | None:
     """Checks that need no execution: the code parses and has the KernelBench names; the ``Model`` class uses no
     stochastic operator (dropout, random draws in ``forward``). None when both pass."""
-    from cuda_agent.errors import TaskError
-    from cuda_agent.tasks.validate import check_syntax
-
     try:
         tree = check_syntax(code, "candidate")
     except TaskError as exc:
@@ -166,8 +166,6 @@ class _Instance:
 
     def __init__(self, code: str, device: str, seed: int) -> None:
         import torch
-
-        from cuda_agent.tasks.validate import exec_module
 
         self.device = device
         self.module = exec_module(code, "candidate")

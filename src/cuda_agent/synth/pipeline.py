@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from cuda_agent.errors import ConfigError
+from cuda_agent.locations import kernelbench_root
 from cuda_agent.synth.compose import Composed
 from cuda_agent.synth.decontam import SimilarityIndex, kernelbench_index, model_signature
 from cuda_agent.synth.filters import REASONS, FilterConfig, FilterResult, static_check
@@ -226,8 +227,6 @@ class SynthRun:
         if config.kernelbench is not None:
             kb_root: str | Path | None = config.kernelbench
         else:
-            from cuda_agent.locations import kernelbench_root
-
             kb_root = kernelbench_root()
         self.kb = kernelbench_index(kb_root)
 

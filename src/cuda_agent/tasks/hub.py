@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cuda_agent.errors import TaskError
+from cuda_agent.locations import kernelbench_cache, ops6k_cache
 
 KERNELBENCH_HUB_ID = "ScalingIntelligence/KernelBench"
 OPS6K_HUB_ID = "BytedTsinghua-SIA/CUDA-Agent-Ops-6K"
@@ -25,23 +26,6 @@ KERNELBENCH_LEVELS = (1, 2, 3)
 PROBE_TIMEOUT_S = 5.0
 
 Rows = list[dict[str, Any]]
-
-
-def data_dir() -> Path:
-    """Where fetched task sets live: ``$CUDA_AGENT_CACHE/data``, else ``~/.cache/cuda-agent/data``."""
-    env = os.environ.get("CUDA_AGENT_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cuda-agent"
-    return base / "data"
-
-
-def kernelbench_cache() -> Path:
-    """The fetched KernelBench folder (``level1/`` ... inside); it may not exist yet."""
-    return data_dir() / "kernelbench"
-
-
-def ops6k_cache() -> Path:
-    """The fetched CUDA-Agent-Ops-6K parquet file; it may not exist yet."""
-    return data_dir() / "ops6k" / "ops6k.parquet"
 
 
 def hub_endpoint() -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cuda_agent.errors import TaskError
+from cuda_agent.locations import kernelbench_root
 from cuda_agent.tasks.hub import KERNELBENCH_HUB_ID, OPS6K_HUB_ID, download_splits, fetch_kernelbench, fetch_ops6k
 from cuda_agent.tasks.sandboxed import validate_in_sandbox
 from cuda_agent.tasks.task import Task
@@ -229,8 +230,6 @@ def resolve_task(spec: str) -> Task:
     match = re.fullmatch(r"(?:L|level_?)(\d)/(\d+)(?:_.*)?", spec.removesuffix(".py"), re.IGNORECASE)
     if not match:
         raise TaskError(f"{spec}: not a task file, nor a KernelBench id such as L1/19_ReLU")
-    from cuda_agent.locations import kernelbench_root
-
     root = kernelbench_root()
     if root is None:
         raise TaskError(f"{spec}: no KernelBench folder found; set CUDA_AGENT_KERNELBENCH to a folder with level1/ "

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cuda_agent.errors import SandboxError, TaskError
+from cuda_agent.sandbox import Sandbox, SandboxLimits, check_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +149,6 @@ def validate_in_sandbox(items: Sequence[tuple[str, str]], *, time_limit_s: float
         return {}
     limit = check_time_limit(time_limit_s, "time_limit_s") if time_limit_s is not None else default_time_limit()
     workers = max(1, parallel or min(4, os.cpu_count() or 1))
-    from cuda_agent.sandbox import Sandbox, SandboxLimits, check_sandbox
-
     try:
         check_sandbox()
     except SandboxError as exc:

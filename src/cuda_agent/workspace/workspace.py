@@ -116,9 +116,6 @@ class Workspace:
             raise ProtectedFileError(f"protected file {MANIFEST} was modified or is unreadable ({exc})") from exc
         return cls(root, task)
 
-    def protected_files(self) -> tuple[Path, ...]:
-        return tuple(self.root / rel for rel in PROTECTED_PATHS)
-
     def verify_protected(self) -> None:
         """Raise `ProtectedFileError` naming the first protected file that differs from what it must be."""
         for rel, expected in _expected_protected(self.task).items():

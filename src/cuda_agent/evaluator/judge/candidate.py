@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent import kernel_abi
 from cuda_agent.errors import SandboxError
 from cuda_agent.evaluator.judge import jit
 from cuda_agent.evaluator.runner import channel
@@ -50,12 +51,14 @@ class CandidateGone(Exception):
 @functools.lru_cache(maxsize=1)
 def runner_copy() -> str:
     """A private copy of the runner package (its parent folder): what the sandbox shows, read-only, at
-    /opt/cuda-agent. A copy, so the sandbox sees these few files and nothing else of the project."""
+    /opt/cuda-agent. A copy, so the sandbox sees these few files and nothing else of the project. The kernel ABI
+    (`cuda_agent.kernel_abi`, which the compiler uses too) is shipped in it as ``ca_runner/kernel_abi.py``."""
     root = tempfile.mkdtemp(prefix="cuda-agent-runner-")
     target = Path(root) / RUNNER_PACKAGE
     target.mkdir()
     for source in _RUNNER_SOURCE.glob("*.py"):
         shutil.copy2(source, target / source.name)
+    shutil.copy2(kernel_abi.__file__, target / "kernel_abi.py")
     os.chmod(root, 0o755)
     for path in [target, *target.iterdir()]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)

@@ -5,8 +5,14 @@ returns an `OpLibrary` whose attributes are those functions. A call converts its
 ``cuda_agent.h`` (tensors as non-owning views), runs on PyTorch's current CUDA stream, and turns a C++ failure
 (``CA_CHECK``, ``ca::fail``, a launch error) into a `KernelCallError`.
 
-Calls go straight to the library through ctypes, not through PyTorch's dispatcher. Standalone (standard library and
-torch only): the sandboxed candidate process loads libraries with it, and `cuda_agent.compiler.runtime` re-exports it.
+Calls go straight to the library through ctypes, not through PyTorch's dispatcher.
+
+Why a module of its own, at the top of the package: two sides load kernel libraries with it, the compiler
+(`cuda_agent.compiler.runtime`, which a workspace's ``binding.ops`` calls) and the evaluator's sandboxed candidate
+process (``ca_runner.serve``). Inside the compiler or the candidate runner, one of them would import the other's
+package. So it stands below both, standalone (standard library and torch only, nothing of ``cuda_agent``): the
+sandbox shows the candidate process no ``cuda_agent``, and the judge ships this file inside the runner package it
+stages (`cuda_agent.evaluator.judge.candidate.runner_copy`, as ``ca_runner/kernel_abi.py``).
 """
 from __future__ import annotations
 

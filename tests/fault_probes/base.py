@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from cuda_agent.faults.server import Reply, ServeProcess
+from fault_probes.server import Reply, ServeProcess
 
 TASK = {
     "id": "faults/relu",

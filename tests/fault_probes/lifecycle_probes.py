@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from cuda_agent.faults.base import Ledger, expect, job_body
-from cuda_agent.faults.server import ServeProcess
 from cuda_agent.store import Store
+from fault_probes.base import Ledger, expect, job_body
+from fault_probes.server import ServeProcess
 
 
 def _prefilled_store(path: Path, records: int = 200) -> str:

@@ -19,11 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import cuda_agent
 from cuda_agent.errors import PoolError
 from cuda_agent.procs import descendants
 
 HOST = "127.0.0.1"
 WORKER_MODULE = "cuda_agent.pool.worker_main"
+
+
+def package_parent() -> str:
+    """The folder holding the cuda_agent package these probes import: put first on the commands' PYTHONPATH, so that
+    they run this code, not another installed copy."""
+    return str(Path(cuda_agent.__file__).resolve().parents[1])
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,7 @@ class ServeProcess:
         ``--gpus`` flag, the stand-in's default; ``standin_s=None``: the real evaluator).
 
         Raises `PoolError` with the server's output if it does not come up."""
-        src = str(Path(__file__).resolve().parents[2])
+        src = package_parent()
         full_env = {**os.environ, **(env or {})}
         full_env["PYTHONPATH"] = src + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
         full_env.pop("CUDA_AGENT_SERVE_TOKEN", None)

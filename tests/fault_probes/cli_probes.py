@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from cuda_agent.faults.base import Ledger, expect
-from cuda_agent.faults.server import alive, cmdline
 from cuda_agent.procs import descendants
+from fault_probes.base import Ledger, expect
+from fault_probes.server import alive, cmdline, package_parent
 
 GOOD_TASK = '''import torch
 import torch.nn as nn
@@ -48,7 +48,7 @@ def run_cli(args: Sequence[str], *, timeout_s: float = 300.0, signal_after_s: fl
     """Run ``cuda-agent ARGS`` (this checkout's code), watching which processes it starts; with ``signal_after_s``
     send it ``sig`` that many seconds after the start (or, with ``after_process``, after a descendant whose command
     line contains that text appeared). Past ``timeout_s`` it is killed (and that shows in the result)."""
-    src = str(Path(__file__).resolve().parents[2])
+    src = package_parent()
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = src + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
     started = time.monotonic()

@@ -12,8 +12,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from cuda_agent.faults.base import Ledger, expect, job_body
-from cuda_agent.faults.server import HOST, ServeProcess, response_json
+from fault_probes.base import Ledger, expect, job_body
+from fault_probes.server import HOST, ServeProcess, response_json
 
 # The shared server these probes run against is started with these limits (slow clients and the cap rely on them).
 READ_TIMEOUT_S = 2.0

@@ -11,11 +11,11 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from cuda_agent.faults.base import Ledger, ProbeResult, run_probe
-from cuda_agent.faults.cli_probes import CLI_PROBES
-from cuda_agent.faults.http_probes import HTTP_PROBES, SERVER_ARGS
-from cuda_agent.faults.lifecycle_probes import LIFECYCLE_PROBES
-from cuda_agent.faults.server import ServeProcess
+from fault_probes.base import Ledger, ProbeResult, run_probe
+from fault_probes.cli_probes import CLI_PROBES
+from fault_probes.http_probes import HTTP_PROBES, SERVER_ARGS
+from fault_probes.lifecycle_probes import LIFECYCLE_PROBES
+from fault_probes.server import ServeProcess
 
 __all__ = ["CLI_PROBES", "HTTP_PROBES", "LIFECYCLE_PROBES", "SERVER_ARGS", "Ledger", "ProbeResult",
            "ServeProcess", "run_all"]
