@@ -32,7 +32,7 @@ SEAMS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
     ("pool/builds.py", "BuildPool", ("submit",)),
     ("pool/local.py", "LocalPool", ("submit_build",)),
     ("pool/ray_pool.py", "RayPool", ("submit_build",)),
-    ("pool/runs.py", None, ("Progress",)),
+    ("pool/runs.py", None, ("Progress", "run_jobs", "resume_run")),
     ("store/store.py", "EvalRecord", ("eval_result",)),
     ("store/store.py", "Store", ("put",)),
     ("agent/backend.py", "BuildSummary", ("from_result",)),
@@ -144,11 +144,11 @@ def test_verdict_seams_name_their_types(rel: str, cls: str | None, name: str, ne
     assert any(needed in text.replace(" ", "") for text in texts), f"{rel} {cls}.{name}: {texts} lacks {needed}"
 
 
-def test_the_environment_does_not_probe_its_backend() -> None:
-    for rel in ("agent/env.py", "agent/backend.py"):
+def test_the_environment_and_the_runs_do_not_probe_what_they_are_given() -> None:
+    for rel in ("agent/env.py", "agent/backend.py", "pool/runs.py"):
         probes = [f"{rel}:{node.lineno}" for node in ast.walk(_tree(rel)) if isinstance(node, ast.Call)
                   and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")]
-        assert not probes, f"the backend's protocol says what it has; these probe it instead: {probes}"
+        assert not probes, f"the protocol (EvalBackend, RunPool) says what it has; these probe it instead: {probes}"
 
 
 def test_one_verdict_type_from_the_evaluator_to_a_report() -> None:

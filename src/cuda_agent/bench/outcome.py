@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from cuda_agent.errors import ConfigError
@@ -114,9 +114,6 @@ class TaskOutcome:
             )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"outcome record for {data.get('task_id')!r} is malformed: {exc}") from exc
-
-    def with_paths(self, solution: str | None, trajectory: str | None) -> "TaskOutcome":
-        return replace(self, solution=solution, trajectory=trajectory)
 
     @classmethod
     def from_result(cls, result: EvalResult, level: int | None = None, *, task_id: str | None = None,

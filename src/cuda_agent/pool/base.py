@@ -49,6 +49,22 @@ class Pool(Protocol):
         """Finish queued work, stop the workers and release the GPUs."""
 
 
+class RunPool(Pool, Protocol):
+    """A pool that runs the store's runs (`pool.runs.run_jobs`): every implementation above is one. It names each
+    job's cache key, the store it commits results to itself (None: the caller commits them) and its GPU."""
+
+    @property
+    def store(self) -> "Store | None":
+        """The store this pool commits results to, or None."""
+
+    @property
+    def gpu_name(self) -> str:
+        """The GPU the pool's results are keyed by."""
+
+    def cache_key(self, job: EvalJob) -> str:
+        """The store key of ``job``'s result."""
+
+
 @dataclass(frozen=True)
 class JobTiming:
     """When and where one job ran, from the worker's own clock: the record that proves exclusive GPU use.

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 from cuda_agent.evaluator.result import EvalResult
 
 from cuda_agent.errors import PoolError
+from cuda_agent.pool.base import RunPool
 from cuda_agent.pool.job import EvalJob
 from cuda_agent.store import RunJob, Store
 
@@ -18,14 +19,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int, EvalResult], None]
 
 
-def _key(pool: Any, job: EvalJob) -> str:
-    key_of = getattr(pool, "cache_key", None)
-    if key_of is None:
-        raise PoolError(f"{type(pool).__name__} cannot compute cache keys; runs need a pool with cache_key(job)")
-    return key_of(job)
-
-
-def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
+def run_jobs(pool: RunPool, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
              progress: Progress | None = None, meta: dict[str, Any] | None = None) -> dict[str, EvalResult]:
     """Run ``jobs`` as run ``run_id`` and return ``{job_id: EvalResult}`` for every job of the run.
 
@@ -35,13 +29,13 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
     calling again with rebuilt jobs, or call `resume_run`, which rebuilds them from the store.
 
     ``progress(finished, total, result)`` is called after each job (and once per already-finished job first).
-    Raises `PoolError` if the pool cannot compute cache keys or a job's future fails.
+    Raises `PoolError` if a job's future fails.
     """
     ids = [job.job_id for job in jobs]
     if len(set(ids)) != len(ids):
         raise PoolError(f"run {run_id}: job ids must be unique within a run")
     jobs = [replace(job, run_id=run_id) for job in jobs]
-    store.begin_run(run_id, [RunJob(job.job_id, n, _key(pool, job), job.to_dict()) for n, job in enumerate(jobs)],
+    store.begin_run(run_id, [RunJob(job.job_id, n, pool.cache_key(job), job.to_dict()) for n, job in enumerate(jobs)],
                     meta)
     state = store.run_progress(run_id)
     total = state.total
@@ -55,7 +49,7 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
     pending_ids = {job.job_id for job in state.pending}
     todo = [job for job in jobs if job.job_id in pending_ids]
     log.info("run %s: %d of %d jobs already finished, %d to run", run_id, len(results), total, len(todo))
-    persist_here = getattr(pool, "store", None) is not store
+    persist_here = pool.store is not store
     by_future: dict[Future[EvalResult], EvalJob] = {pool.submit(job): job for job in todo}
     for future in as_completed(by_future):
         job = by_future[future]
@@ -65,8 +59,8 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
             raise PoolError(f"run {run_id}: job {job.job_id} failed in the pool ({exc}); rerun to resume") from exc
         if persist_here:
             failed = result.stage == "eval_error" or bool((result.extra or {}).get("pool", {}).get("failure"))
-            store.put(_key(pool, job), result, job_id=job.job_id, run_id=run_id, task_id=job.task.id,
-                      kind=job.kind, gpu=getattr(pool, "gpu_name", ""), status="error" if failed else "done")
+            store.put(pool.cache_key(job), result, job_id=job.job_id, run_id=run_id, task_id=job.task.id,
+                      kind=job.kind, gpu=pool.gpu_name, status="error" if failed else "done")
         results[job.job_id] = result
         if progress:
             progress(len(results), total, result)
@@ -77,7 +71,7 @@ def run_jobs(pool: Any, jobs: Sequence[EvalJob], *, store: Store, run_id: str,
     return results
 
 
-def resume_run(pool: Any, *, store: Store, run_id: str, progress: Progress | None = None) -> dict[str, EvalResult]:
+def resume_run(pool: RunPool, *, store: Store, run_id: str, progress: Progress | None = None) -> dict[str, EvalResult]:
     """Finish run ``run_id`` from the jobs registered in the store (no need to rebuild them).
     Raises `PoolError` when the store knows no such run."""
     registered = store.run_jobs(run_id)
