@@ -23,6 +23,10 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cuda_agent.rl.config import PpoConfig, WarmupConfig
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "benchmarks" / "logs" / "rl_tiny"
@@ -183,18 +187,16 @@ def main() -> int:
     return 0 if stages_run == 5 else 1
 
 
-def _warmup_engine(cfg: object) -> str:
-    algorithm = cfg.get("small.warmup_algorithm", "ppo")  # type: ignore[attr-defined]
-    if algorithm == "ppo":
+def _warmup_engine(cfg: WarmupConfig) -> str:
+    if cfg.small.warmup_algorithm == "ppo":
         return ("algorithm ppo, single turn, critic a value head initialised from the actor (cuda_agent.rl.warmup_ppo "
                 "over ppo_small's update: clipped token-level loss 0.2/0.28, GAE gamma 1 lambda 0.95, prompt masked)")
     return "algorithm grpo: TRL GRPOTrainer (no critic)"
 
 
-def _ppo_engine(cfg: object) -> str:
-    algorithm = cfg.get("small.ppo_algorithm", "ppo")  # type: ignore[attr-defined]
-    if algorithm == "ppo":
-        return (f"algorithm ppo with the critic from {cfg.get('critic_path')} (cuda_agent.rl.ppo_small: "  # type: ignore[attr-defined]
+def _ppo_engine(cfg: PpoConfig) -> str:
+    if cfg.small.ppo_algorithm == "ppo":
+        return (f"algorithm ppo with the critic from {cfg.critic_path} (cuda_agent.rl.ppo_small: "
                 "clipped token-level loss 0.2/0.28, GAE gamma 1 lambda 0.95, observation tokens masked)")
     return "algorithm grpo: TRL GRPOTrainer + EnvRollout (no critic)"
 
