@@ -3,8 +3,8 @@
 A byte-level BPE tokenizer is trained here on our own texts (prompts, tasks, scripted solutions) and a tiny Qwen2
 is randomly initialised: no downloads. Each stage runs through `cuda-agent train`'s code path with the committed
 configs/rl/<stage>.yaml and command-line overrides (engine=trl: TRL and the transformers Trainer). With no GPU the
-rewards come from the stand-in scorer (cuda_agent.rl.standin: nothing is compiled or run; a documented feature
-score), so the run exercises the machinery, not learning. The collect stage adds scripted episodes (a good one,
+rewards come from the stand-in evaluator (cuda_agent.rl.standin: nothing is compiled or run; every evaluated
+solution gets reward 1, a response without one -1), so the run exercises the machinery, not learning. The collect stage adds scripted episodes (a good one,
 a looping one, a malformed one) replayed through the same token loop, so that the RFT filter has something to keep
 and something to drop.
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cuda_agent.rl.config import PpoConfig, WarmupConfig
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "rl"))  # the tiny model and tokenizer builder (tiny_model.py) lives with the tests
 LOGS = REPO / "benchmarks" / "logs" / "rl_tiny"
 
 TASKS = {
@@ -102,7 +103,7 @@ def main() -> int:
     from cuda_agent.benchmarks_io import machine_description, write_result
     from cuda_agent.rl.config import load_stage_config
     from cuda_agent.rl.stages import run_stage
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     started = time.monotonic()
     work = args.work
@@ -147,7 +148,7 @@ def main() -> int:
     LOGS.mkdir(parents=True)
     metrics: dict[str, float] = {}
     details: dict[str, object] = {"machine_per_stage": {}, "engine_per_stage": {}, "seconds_per_stage": {},
-                                  "reward_source": "stand-in scorer (cuda_agent.rl.standin): no GPU, nothing compiled or run",
+                                  "reward_source": "the stand-in evaluator (cuda_agent.rl.standin over cuda_agent.pool.StandInEvaluator): no GPU, nothing compiled or run, every evaluated solution reward 1",
                                   "model_parameters": n_params, "tokenizer_vocab": len(tokenizer)}
     stages_run = 0
     for stage, overrides in plan.items():
@@ -227,7 +228,7 @@ def plot(folder: Path) -> None:
             axes[1].plot(*zip(*rpts), marker="o", label=stage)
     axes[0].set(title="training loss per step (tiny run)", xlabel="step", ylabel="loss (symlog)")
     axes[0].set_yscale("symlog", linthresh=0.01)
-    axes[1].set(title="mean reward per step (stand-in scorer)", xlabel="step", ylabel="reward")
+    axes[1].set(title="mean reward per step (stand-in evaluator)", xlabel="step", ylabel="reward")
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)

@@ -33,7 +33,7 @@ def _scripted_reward(text: str, task_json: str) -> float:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     tokenizer = build_tokenizer([SINGLE_TURN_SYSTEM, RELU, "class ModelNew(nn.Module): pass"], vocab_size=400)
     return save_pair(build_model(tokenizer, hidden=32, layers=1, heads=2, max_positions=1024), tokenizer,

@@ -4,7 +4,7 @@
   (`cuda_agent.rl.warmup_ppo`: one response per prompt, the ppo stage's update, the critic a value head initialised
   from the actor); ``grpo`` is TRL ``GRPOTrainer`` (token-level loss ``loss_type="dapo"``, clipping 0.2 / 0.28, no
   KL, no critic). Both score with `cuda_agent.rl.warmup_ppo.warmup_reward` (`cuda_agent.rl.reward.compute_score`:
-  the evaluator, or the stand-in scorer on a CPU).
+  the evaluator, or the stand-in evaluator on a CPU).
 - collect: the actor drives `AgentEnv` through `run_token_episode` (a transformers ``generate`` server);
   trajectories in the agent's JSONL format. Scripted episodes (a `ScriptedGenerationServer`) may be added.
 - rft: the filter, then TRL ``SFTTrainer`` on the kept conversations, loss on model tokens only.

@@ -4,7 +4,7 @@ Stage 1 of the recipe: the policy writes a whole single-file solution in one res
 ``global_batch`` prompts (tasks round-robin, each repeated ``rollout.n`` times; the prompt is
 `cuda_agent.rl.data.single_turn_messages`, the one the GRPO warm-up and verl's ``single_turn_agent`` use), samples
 ONE response per prompt with the actor (`cuda_agent.rl.generation.HFGenerator`, as the other stages), scores it with
-`warmup_reward` (the evaluator through ``eval.backend``, or the stand-in scorer on a machine without a GPU), and
+`warmup_reward` (the evaluator through ``eval.backend``, or the stand-in evaluator on a machine without a GPU), and
 forms a one-turn token episode: prompt tokens ``response_mask`` 0, response tokens 1, the reward on the final
 response token. The update is exactly the ppo stage's (`cuda_agent.rl.ppo_small.ppo_update`: values from a critic,
 GAE gamma 1 / lambda 0.95, clipped token-level loss 0.2 / 0.28, critic MSE); the critic is ``critic_path`` or, when
