@@ -16,6 +16,7 @@ benchmarks/results/rl_tiny.json. Budget: under 10 minutes on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -154,7 +155,7 @@ def main() -> int:
     for stage, overrides in plan.items():
         t0 = time.monotonic()
         cfg = load_stage_config(REPO / "configs" / "rl" / f"{stage}.yaml", overrides, stage=stage)
-        (LOGS / f"{stage}_config.json").write_text(json.dumps(dict(cfg.values), indent=2, default=str))
+        (LOGS / f"{stage}_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
         try:
             result = run_stage(cfg)
         except Exception as exc:  # the run reports what failed and goes on with what it can

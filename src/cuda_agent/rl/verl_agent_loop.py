@@ -9,8 +9,9 @@ Per trajectory ``run`` creates the environment, resets it on the task carried by
 environment in a ``finally``, and returns verl's ``AgentLoopOutput``: token ids, ``response_mask`` (1 for model
 tokens, 0 for observation tokens), log-probabilities when the server gives them, the turn count and the reward
 (``reward_score``, which verl puts on the last response token). Settings come from the ``cuda_agent`` section of
-verl's config: ``env`` (`EnvConfig` fields), ``backend`` (see `cuda_agent.rl.envfactory`), ``max_turns``,
-``max_tokens_per_turn``, ``max_observation_tokens``.
+verl's config, checked as `cuda_agent.rl.config.LoopSettings`: ``env`` (`EnvConfig` fields), ``backend`` (see
+`cuda_agent.rl.envfactory`), ``max_turns``, ``max_tokens_per_turn``, ``max_observation_tokens``,
+``use_tokenizer_template``.
 """
 from __future__ import annotations
 
