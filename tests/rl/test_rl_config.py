@@ -195,6 +195,11 @@ def test_a_key_the_file_leaves_at_its_default_can_be_overridden(tmp_path):
         run_stage(load_stage_config(config_path("rft"), traj), dry_run=True)
 
 
+def test_a_setting_a_use_cannot_do_without_is_named_when_null(tmp_path):
+    with pytest.raises(ConfigError, match="ppo.yaml: max_prompt_tokens is required here"):
+        _generated(tmp_path, "ppo", "max_prompt_tokens=null")  # verl needs the prompt budget; the trl path does not
+
+
 def test_a_null_mini_batch_is_the_whole_global_batch(tmp_path):
     generated, _ = _generated(tmp_path, "ppo", "mini_batch=null", "global_batch=48")
     assert generated["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] == generated["critic"]["ppo_mini_batch_size"] == 48
