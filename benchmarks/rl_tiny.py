@@ -3,9 +3,10 @@
 A byte-level BPE tokenizer is trained here on our own texts (prompts, tasks, scripted solutions) and a tiny Qwen2
 is randomly initialised: no downloads. Each stage runs through `cuda-agent train`'s code path with the committed
 configs/rl/<stage>.yaml and command-line overrides (engine=trl: TRL and the transformers Trainer). With no GPU the
-rewards come from the stand-in evaluator (cuda_agent.rl.standin: nothing is compiled or run; every evaluated
-solution gets reward 1, a response without one -1), so the run exercises the machinery, not learning. The collect stage adds scripted episodes (a good one,
-a looping one, a malformed one) replayed through the same token loop, so that the RFT filter has something to keep
+rewards come from the stand-in evaluator (cuda_agent.rl.standin over cuda_agent.pool.StandInEvaluator: nothing is
+compiled or run; the paper's -1/1/2/3 from visible features of the solution, a response without one -1), so the run
+exercises the machinery, not learning. The collect stage adds scripted episodes (a good one, a looping one, a
+malformed one) replayed through the same token loop, so that the RFT filter has something to keep
 and something to drop.
 
 Writes benchmarks/logs/rl_tiny/ (per-stage logs, filter verdicts, configs, PNG plots) and
@@ -149,7 +150,7 @@ def main() -> int:
     LOGS.mkdir(parents=True)
     metrics: dict[str, float] = {}
     details: dict[str, object] = {"machine_per_stage": {}, "engine_per_stage": {}, "seconds_per_stage": {},
-                                  "reward_source": "the stand-in evaluator (cuda_agent.rl.standin over cuda_agent.pool.StandInEvaluator): no GPU, nothing compiled or run, every evaluated solution reward 1",
+                                  "reward_source": "the stand-in evaluator (cuda_agent.rl.standin over cuda_agent.pool.StandInEvaluator): no GPU, nothing compiled or run, a feature score on the paper's -1/1/2/3 scale",
                                   "model_parameters": n_params, "tokenizer_vocab": len(tokenizer)}
     stages_run = 0
     for stage, overrides in plan.items():

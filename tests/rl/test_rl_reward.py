@@ -9,6 +9,7 @@ from cuda_agent.rl.reward import compute_score, extract_solution, score_solution
 from cuda_agent.rl.standin import StandInPool
 
 SOLUTION = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    pass\n"
+KERNEL = '__global__ void k(float* y) { y[0] = 0.0f; }\nCA_EXPORT(k);\n'
 
 
 def test_extracts_the_last_block_defining_modelnew():
@@ -30,7 +31,11 @@ def test_the_reward_and_the_episodes_share_one_stand_in_pool_per_process(task):
 
 
 def test_the_stand_in_verdict_is_the_pool_stand_ins_and_its_faults_score_minus_one(task):
-    assert score_solution(task, SOLUTION, {"kind": "stand_in"}) == 1.0
+    """The warm-up's single file is scored by its features: ModelNew 1, a CA_EXPORT kernel 2, with float4 loads 3."""
+    with_kernel = f'{SOLUTION}SRC = r"""\n{KERNEL}"""\n'
+    assert [score_solution(task, code, {"kind": "stand_in"}) for code in
+            ("class Model:\n    pass\n", SOLUTION, with_kernel, with_kernel.replace("float*", "float4*"))] == [
+        -1.0, 1.0, 2.0, 3.0]
     assert score_solution(task, SOLUTION, {"kind": "stand_in", "fault": "broken"}) == -1.0
     extra = {"task_json": json.dumps(task.to_dict())}
     reply = f"```python\n{SOLUTION}```"
@@ -44,7 +49,7 @@ def test_a_solution_cannot_ask_the_in_process_stand_in_for_a_fault(task):
     (a pool worker obeys it; here "error" would raise and "crash" would end the trainer)."""
     files = {"model_new.py": SOLUTION, "kernels/standin.json": json.dumps({"fault": "error"})}
     result = StandInPool().submit(EvalJob.create(task, files, kind="profile")).result(timeout=5)
-    assert (result.correct, result.reward, result.stage) == (True, 1, "timed")
+    assert (result.correct, result.reward, result.stage) == (True, 1, "correct")
 
 
 def test_an_unknown_backend_kind_is_refused_by_the_one_factory(task):

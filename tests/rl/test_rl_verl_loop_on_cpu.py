@@ -57,11 +57,12 @@ def test_agent_loop_returns_ids_masks_turns_and_reward(hf_tokenizer, task, tmp_p
     assert len(output.response_ids) == len(output.response_mask) == len(output.response_logprobs)
     assert all((lp == -1.0) == (m == 1) for lp, m in zip(output.response_logprobs, output.response_mask))
     assert output.num_turns == 4 + 3 + 1
-    assert output.reward_score == 1.0 and output.extra_fields["end_reason"] == "submitted"
+    # the stand-in's feature score: ModelNew and a __global__ kernel registered with CA_EXPORT
+    assert output.reward_score == 2.0 and output.extra_fields["end_reason"] == "submitted"
     assert server.calls[0].prompt_ids == output.prompt_ids
     # verl's own conversion puts the reward on the last response token
     as_dict = output.as_dict()
-    assert as_dict["rm_scores"][-1].item() == 1.0 and as_dict["rm_scores"][:-1].abs().sum().item() == 0
+    assert as_dict["rm_scores"][-1].item() == 2.0 and as_dict["rm_scores"][:-1].abs().sum().item() == 0
 
 
 def test_environment_is_closed_even_when_generation_fails(hf_tokenizer, task, tmp_path, monkeypatch):

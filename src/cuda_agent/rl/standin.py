@@ -3,9 +3,11 @@
 It is the project's one stand-in evaluator, `cuda_agent.pool.StandInEvaluator` (what ``cuda-agent serve --standin``
 and ``cuda-agent bench offline --standin`` run), behind the pool interface in this process, so an episode or a
 warm-up reward goes through exactly the code a real pool's result does (`PoolBackend`, `EvalResult`). Its verdict
-is deterministic and says nothing about the kernel: every evaluated solution is correct, reward 1, stage ``timed``
-(``correct`` for a verify), message "stand-in evaluation"; a response without a solution still gets -1 from the
-reward and the environment, as with the real evaluator. Never for real training.
+is deterministic and is NOT an evaluation (nothing is compiled or run): the paper's -1/1/2/3 from visible features
+of the solution (no ModelNew -1; ModelNew 1; a ``__global__`` kernel registered with ``CA_EXPORT`` 2; one that also
+uses shared memory or vector loads 3; see `StandInEvaluator`), so a CPU smoke run's rewards vary and PPO's
+advantages are not all zero. Every result says "stand-in" in its reason and notes; a response without a solution
+gets -1 from the reward and the environment, as with the real evaluator. Never for real training.
 
 Two differences from the evaluator in a pool worker, both because it runs inside the trainer's process:
 
@@ -25,7 +27,7 @@ from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.pool import EvalJob, StandInEvaluator
 from cuda_agent.pool.evaluators import STANDIN_FILE
 
-STAND_IN_NOTE = "stand-in backend (no GPU): nothing was compiled; every solution is scored as the stand-in evaluator's"
+STAND_IN_NOTE = "stand-in backend (no GPU): nothing was compiled; the stand-in evaluator scores visible features"
 IN_PROCESS_FAULTS = ("broken", "error")
 
 
