@@ -3,9 +3,10 @@
 A byte-level BPE tokenizer is trained here on our own texts (prompts, tasks, scripted solutions) and a tiny Qwen2
 is randomly initialised: no downloads. Each stage runs through `cuda-agent train`'s code path with the committed
 configs/rl/<stage>.yaml and command-line overrides (engine=trl: TRL and the transformers Trainer). With no GPU the
-rewards come from the stand-in scorer (cuda_agent.rl.standin: nothing is compiled or run; a documented feature
-score), so the run exercises the machinery, not learning. The collect stage adds scripted episodes (a good one,
-a looping one, a malformed one) replayed through the same token loop, so that the RFT filter has something to keep
+rewards come from the stand-in evaluator (cuda_agent.rl.standin over cuda_agent.pool.StandInEvaluator: nothing is
+compiled or run; the paper's -1/1/2/3 from visible features of the solution, a response without one -1), so the run
+exercises the machinery, not learning. The collect stage adds scripted episodes (a good one, a looping one, a
+malformed one) replayed through the same token loop, so that the RFT filter has something to keep
 and something to drop.
 
 Writes benchmarks/logs/rl_tiny/ (per-stage logs, filter verdicts, configs, PNG plots) and
@@ -16,6 +17,7 @@ benchmarks/results/rl_tiny.json. Budget: under 10 minutes on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -23,8 +25,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cuda_agent.rl.config import PpoConfig, WarmupConfig
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "rl"))  # the tiny model and tokenizer builder (tiny_model.py) lives with the tests
 LOGS = REPO / "benchmarks" / "logs" / "rl_tiny"
 
 TASKS = {
@@ -98,7 +105,7 @@ def main() -> int:
     from benchmarks_io import machine_description, write_result
     from cuda_agent.rl.config import load_stage_config
     from cuda_agent.rl.stages import run_stage
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     started = time.monotonic()
     work = args.work
@@ -143,13 +150,13 @@ def main() -> int:
     LOGS.mkdir(parents=True)
     metrics: dict[str, float] = {}
     details: dict[str, object] = {"machine_per_stage": {}, "engine_per_stage": {}, "seconds_per_stage": {},
-                                  "reward_source": "stand-in scorer (cuda_agent.rl.standin): no GPU, nothing compiled or run",
+                                  "reward_source": "the stand-in evaluator (cuda_agent.rl.standin over cuda_agent.pool.StandInEvaluator): no GPU, nothing compiled or run, a feature score on the paper's -1/1/2/3 scale",
                                   "model_parameters": n_params, "tokenizer_vocab": len(tokenizer)}
     stages_run = 0
     for stage, overrides in plan.items():
         t0 = time.monotonic()
         cfg = load_stage_config(REPO / "configs" / "rl" / f"{stage}.yaml", overrides, stage=stage)
-        (LOGS / f"{stage}_config.json").write_text(json.dumps(dict(cfg.values), indent=2, default=str))
+        (LOGS / f"{stage}_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
         try:
             result = run_stage(cfg)
         except Exception as exc:  # the run reports what failed and goes on with what it can
@@ -183,18 +190,16 @@ def main() -> int:
     return 0 if stages_run == 5 else 1
 
 
-def _warmup_engine(cfg: object) -> str:
-    algorithm = cfg.get("small.warmup_algorithm", "ppo")  # type: ignore[attr-defined]
-    if algorithm == "ppo":
+def _warmup_engine(cfg: WarmupConfig) -> str:
+    if cfg.small.warmup_algorithm == "ppo":
         return ("algorithm ppo, single turn, critic a value head initialised from the actor (cuda_agent.rl.warmup_ppo "
                 "over ppo_small's update: clipped token-level loss 0.2/0.28, GAE gamma 1 lambda 0.95, prompt masked)")
     return "algorithm grpo: TRL GRPOTrainer (no critic)"
 
 
-def _ppo_engine(cfg: object) -> str:
-    algorithm = cfg.get("small.ppo_algorithm", "ppo")  # type: ignore[attr-defined]
-    if algorithm == "ppo":
-        return (f"algorithm ppo with the critic from {cfg.get('critic_path')} (cuda_agent.rl.ppo_small: "  # type: ignore[attr-defined]
+def _ppo_engine(cfg: PpoConfig) -> str:
+    if cfg.small.ppo_algorithm == "ppo":
+        return (f"algorithm ppo with the critic from {cfg.critic_path} (cuda_agent.rl.ppo_small: "
                 "clipped token-level loss 0.2/0.28, GAE gamma 1 lambda 0.95, observation tokens masked)")
     return "algorithm grpo: TRL GRPOTrainer + EnvRollout (no critic)"
 
@@ -225,7 +230,7 @@ def plot(folder: Path) -> None:
             axes[1].plot(*zip(*rpts), marker="o", label=stage)
     axes[0].set(title="training loss per step (tiny run)", xlabel="step", ylabel="loss (symlog)")
     axes[0].set_yscale("symlog", linthresh=0.01)
-    axes[1].set(title="mean reward per step (stand-in scorer)", xlabel="step", ylabel="reward")
+    axes[1].set(title="mean reward per step (stand-in evaluator)", xlabel="step", ylabel="reward")
     for ax in axes:
         ax.legend()
         ax.grid(alpha=0.3)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "rl"))  # the tiny run's model and configs (tiny_run.py) live with the tests
 RESULT = REPO / "benchmarks" / "results" / "verl_launch.json"
 LOGS = REPO / "benchmarks" / "logs" / "verl_launch"
 
@@ -44,6 +45,8 @@ def main() -> int:
 
     from importlib import metadata
 
+    from tiny_run import prepare
+
     from cuda_agent.rl import launch_check, verl_env
     from cuda_agent.rl.stages import run_stage
 
@@ -54,7 +57,7 @@ def main() -> int:
     shutil.rmtree(args.work, ignore_errors=True)
     shutil.rmtree(LOGS, ignore_errors=True)
     started = time.monotonic()
-    configs = launch_check.prepare(args.work, REPO / "configs" / "rl")
+    configs = prepare(args.work, REPO / "configs" / "rl")
     prepare_s = time.monotonic() - started
     stages = {}
     for stage, cfg in configs.items():

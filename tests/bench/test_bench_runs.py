@@ -107,8 +107,10 @@ def test_agent_run_keeps_best_kernel_and_trajectory_and_skips_finished_tasks(tmp
     saved = load_results(run_dir / "results.json")
     assert saved.tasks == {"L1/19_ReLU": 1, "L1/20_LeakyReLU": 1}
     for outcome in saved.outcomes:
-        # the stand-in evaluator reports correct but untimed results, so no kernel is measured as a "best" one
-        assert not outcome.correct and "no correct kernel" in outcome.error
+        # the stand-in's feature score: the handwritten ReLU (a CA_EXPORT kernel with vector loads or shared memory)
+        # gets made-up speedups worth 3, so each task keeps it as its best kernel
+        assert outcome.correct and outcome.speedup_vs_compile == pytest.approx(1.2), outcome
+        assert (run_dir / outcome.solution / "model_new.py").is_file()
         assert (run_dir / outcome.trajectory).is_file()
         lines = (run_dir / outcome.trajectory).read_text().splitlines()
         assert json.loads(lines[-1])["type"] == "end"

@@ -50,7 +50,8 @@ def job_body(*, seconds: float = 0.05, fault: str | None = None, **fields: Any) 
     spec: dict[str, Any] = {"seconds": seconds}
     if fault is not None:
         spec["fault"] = fault
-    files = {"model_new.py": f"# {uuid.uuid4().hex}\n", "standin.json": json.dumps(spec)}
+    # ModelNew: the stand-in scores the job correct (reward 1; see `StandInEvaluator`).
+    files = {"model_new.py": f"# {uuid.uuid4().hex}\nclass ModelNew:\n    pass\n", "standin.json": json.dumps(spec)}
     body: dict[str, Any] = {"task": dict(TASK), "solution": {"kind": "workspace", "encoding": "text", "files": files},
                             "kind": "full", "job_id": f"probe-{uuid.uuid4().hex[:16]}", "force": True}
     body.update(fields)

@@ -10,14 +10,21 @@ from cuda_agent.pool import EvalJob
 from cuda_agent.tasks import Task
 
 
+# A solution the stand-in scores 2 ("timed", correct): ModelNew and a __global__ kernel registered with CA_EXPORT.
+STANDIN_MODEL_NEW = "class ModelNew:\n    pass\n"
+STANDIN_KERNEL = "__global__ void k(float* y) { y[0] = 0.0f; }\nCA_EXPORT(k);\n"
+
+
 def standin_job(task: Task, *, seconds: float | None = None, fault: str | None = None, tag: str = "",
                 **kwargs: Any) -> EvalJob:
+    """A job for a stand-in pool: a timed, correct solution (unique per ``tag``) unless ``fault`` says otherwise."""
     spec: dict[str, Any] = {}
     if seconds is not None:
         spec["seconds"] = seconds
     if fault is not None:
         spec["fault"] = fault
-    files = {"model_new.py": f"# {tag}\n", "standin.json": json.dumps(spec)}
+    files = {"model_new.py": f"# {tag}\n{STANDIN_MODEL_NEW}", "kernels/k.cu": STANDIN_KERNEL,
+             "standin.json": json.dumps(spec)}
     return EvalJob.create(task, files, **kwargs)
 
 

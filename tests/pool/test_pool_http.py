@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from pool_helpers import overlapping_pairs, read_log, standin_job
+from pool_helpers import STANDIN_MODEL_NEW, overlapping_pairs, read_log, standin_job
 
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.pool import EvalJob, LocalPool, PoolClient, StandInEvaluator
@@ -212,8 +212,8 @@ def test_serve_reaps_the_processes_it_adopts(task: Task) -> None:
     bubblewrap monitor dies before the process inside: the server, their subreaper, must reap every one."""
     with _serve("--standin", "0.01", "--gpus", "0,1", "--store", "none", "--token", "secret") as (proc, url, _):
         with PoolClient(url, token="secret") as client:
-            jobs = [EvalJob.create(task, {"model_new.py": f"# {i}\n", "standin.json": '{"orphans": 1}'})
-                    for i in range(20)]
+            jobs = [EvalJob.create(task, {"model_new.py": f"# {i}\n{STANDIN_MODEL_NEW}",
+                                          "standin.json": '{"orphans": 1}'}) for i in range(20)]
             assert all(client.submit(job).result(timeout=60).correct for job in jobs)
         deadline = time.monotonic() + 3 * ORPHAN_GRACE_S
         while _zombies(proc.pid) and time.monotonic() < deadline:

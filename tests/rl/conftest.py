@@ -1,4 +1,4 @@
-"""Fixtures for the RL tests: a tiny task, the byte tokenizer, a real `AgentEnv` factory with the stand-in scorer."""
+"""Fixtures for the RL tests: a tiny task, the byte tokenizer, a real `AgentEnv` factory with the stand-in evaluator."""
 from __future__ import annotations
 
 import pytest

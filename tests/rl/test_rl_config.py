@@ -12,15 +12,14 @@ from cuda_agent.locations import rl_config_path as config_path
 def test_committed_configs_hold_the_paper_defaults():
     for stage in ("warmup", "critic", "ppo"):
         cfg = load_stage_config(config_path(stage), stage=stage)
-        assert (cfg.get("global_batch"), cfg.get("actor_lr"), cfg.get("critic_lr")) == (
-            PAPER.global_batch, PAPER.actor_lr, PAPER.critic_lr)
-        assert (cfg.get("clip_ratio_low"), cfg.get("clip_ratio_high"), cfg.get("loss_agg_mode")) == (0.2, 0.28, "token-mean")
-        assert (cfg.get("gamma"), cfg.get("lam")) == (1.0, 0.95)
+        assert (cfg.global_batch, cfg.actor_lr, cfg.critic_lr) == (PAPER.global_batch, PAPER.actor_lr, PAPER.critic_lr)
+        assert (cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.loss_agg_mode) == (0.2, 0.28, "token-mean")
+        assert (cfg.gamma, cfg.lam) == (1.0, 0.95)
     warm = load_stage_config(config_path("warmup"))
-    assert warm.get("max_prompt_tokens") + warm.get("max_response_tokens") == PAPER.warmup_context
+    assert warm.max_prompt_tokens + warm.max_response_tokens == PAPER.warmup_context
     ppo = load_stage_config(config_path("ppo"))
-    assert ppo.get("max_prompt_tokens") + ppo.get("max_response_tokens") == PAPER.agent_context
-    assert ppo.get("max_turns") == PAPER.max_turns
+    assert ppo.max_prompt_tokens + ppo.max_response_tokens == PAPER.agent_context
+    assert ppo.max_turns == PAPER.max_turns
 
 
 def test_overrides_are_typed_and_checked():
@@ -28,8 +27,8 @@ def test_overrides_are_typed_and_checked():
     assert parse_override("rollout.n=4") == ("rollout.n", 4)
     assert parse_override("eval.backend={kind: stand_in}") == ("eval.backend", {"kind": "stand_in"})
     cfg = load_stage_config(config_path("ppo"), ["rollout.n=8", "verl.trainer.save_freq=3", "engine=trl"])
-    assert cfg.get("rollout.n") == 8 and cfg.get("verl.trainer.save_freq") == 3 and cfg.engine == "trl"
-    with pytest.raises(ConfigError, match="unknown key 'actor_lrr'"):
+    assert cfg.rollout.n == 8 and cfg.verl["trainer"]["save_freq"] == 3 and cfg.engine == "trl"
+    with pytest.raises(ConfigError, match="unknown key 'actor_lrr' \\(did you mean 'actor_lr'\\?\\)"):
         load_stage_config(config_path("ppo"), ["actor_lrr=1"])
     with pytest.raises(ConfigError, match="not key=value"):
         load_stage_config(config_path("ppo"), ["actor_lr"])
@@ -99,7 +98,7 @@ def test_rft_token_budget_and_sequence_parallel_hold_a_131k_sample(tmp_path):
     """verl asserts max_token_len_per_gpu * sp_size >= the longest sample; its default budget is 8,192."""
     generated, cfg = _generated(tmp_path, "rft")
     sp = generated["engine"]["ulysses_sequence_parallel_size"]
-    assert cfg.get("max_length") == 131_072 and sp == 4
+    assert cfg.max_length == 131_072 and sp == 4
     assert generated["data"]["max_token_len_per_gpu"] * sp >= 131_072
     assert generated["data"]["max_token_len_per_gpu"] == 32_768
     assert generated["model"]["use_remove_padding"] is True  # verl's SP needs it
@@ -125,7 +124,7 @@ def test_critic_stage_never_updates_the_actor(tmp_path):
     generated, cfg = _generated(tmp_path, "critic")
     warmup = generated["trainer"]["critic_warmup"]
     steps = generated["trainer"]["total_training_steps"]
-    assert steps == cfg.get("total_steps") == 50
+    assert steps == cfg.total_steps == 50
     assert [s for s in range(1, steps + 1) if warmup <= s] == []
     assert generated["trainer"]["use_v1"] is True
 
@@ -163,3 +162,56 @@ def test_a_verl_stage_is_refused_outside_verls_environment(tmp_path):
     with pytest.raises(ConfigError, match=r"not verl's training environment: .*bash scripts/setup.sh --rl"):
         run_stage(cfg)
     assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def _file(tmp_path, text: str):
+    path = tmp_path / "stage.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_file_is_checked_against_its_stages_schema_when_loaded(tmp_path):
+    shipped = config_path("ppo").read_text()
+    with pytest.raises(ConfigError, match=r"stage.yaml: unknown key 'rollout.temprature' \(did you mean "
+                                          r"'rollout.temperature'\?\)"):
+        load_stage_config(_file(tmp_path, shipped.replace("temperature: 1.0, tensor", "temprature: 1.0, tensor")))
+    with pytest.raises(ConfigError, match="stage.yaml: global_batch must be an integer, got 'big'"):
+        load_stage_config(_file(tmp_path, shipped.replace("global_batch: 1024", "global_batch: big")))
+    with pytest.raises(ConfigError, match="stage.yaml: actor_path is required"):
+        load_stage_config(_file(tmp_path, shipped.replace("actor_path: runs/rl/rft/actor\n", "")))
+    with pytest.raises(ConfigError, match="stage.yaml: unknown key 'small'"):  # rft has no trl PPO section
+        load_stage_config(_file(tmp_path, config_path("rft").read_text() + "small: {ppo_epochs: 2}\n"))
+    with pytest.raises(ConfigError, match=r"with the overrides rollout.n=two\): rollout.n must be an integer"):
+        load_stage_config(config_path("ppo"), ["rollout.n=two"])
+
+
+def test_a_key_the_file_leaves_at_its_default_can_be_overridden(tmp_path):
+    """rft.yaml names no cluster.master_addr, which a multi-node RFT needs (README, multi-node launch)."""
+    traj = [f"trajectories={tmp_path}", f"output_dir={tmp_path / 'rft'}", "cluster.train_nodes=2"]
+    cfg = load_stage_config(config_path("rft"), traj + ["cluster.master_addr=head0"])
+    assert (cfg.cluster.master_addr, cfg.cluster.master_port) == ("head0", 29500)
+    assert "--rdzv_endpoint=head0:29500" in run_stage(cfg, dry_run=True).command
+    with pytest.raises(ConfigError, match="cluster.master_addr is required for 2 nodes"):
+        run_stage(load_stage_config(config_path("rft"), traj), dry_run=True)
+
+
+def test_a_setting_a_use_cannot_do_without_is_named_when_null(tmp_path):
+    with pytest.raises(ConfigError, match="ppo.yaml: max_prompt_tokens is required here"):
+        _generated(tmp_path, "ppo", "max_prompt_tokens=null")  # verl needs the prompt budget; the trl path does not
+
+
+def test_a_null_mini_batch_is_the_whole_global_batch(tmp_path):
+    generated, _ = _generated(tmp_path, "ppo", "mini_batch=null", "global_batch=48")
+    assert generated["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] == generated["critic"]["ppo_mini_batch_size"] == 48
+
+
+def test_the_agent_loops_section_is_typed_too():
+    from cuda_agent.rl.config import LoopSettings
+    from cuda_agent.rl.typed import from_mapping
+
+    loop = from_mapping(LoopSettings, {"backend": {"kind": "stand_in"}, "max_turns": 7}, where="verl config")
+    assert (loop.max_turns, loop.max_tokens_per_turn, loop.backend) == (7, 8192, {"kind": "stand_in"})
+    assert from_mapping(LoopSettings, {}, where="verl config").max_turns is None  # verl's multi_turn decides
+    with pytest.raises(ConfigError, match=r"verl config: unknown key 'cuda_agent.max_turn' \(did you mean "
+                                          r"'cuda_agent.max_turns'\?\)"):
+        from_mapping(LoopSettings, {"max_turn": 7}, where="verl config", prefix="cuda_agent.")

@@ -47,7 +47,8 @@ def test_episode_and_warmup_reward_evaluate_on_the_served_pool(served, task, tok
         env.close()
     assert episode.end_reason == "submitted"
     assert "build OK" in episode.observations[-1]  # compiled by the server's build pool
-    assert "profile: stage=timed correct=yes\nreward: 1\nstand-in evaluation" in episode.observations[-1]
+    assert ("profile: stage=timed correct=yes\nspeedup vs eager PyTorch: 1.200x\nspeedup vs torch.compile: 1.000x\n"
+            "reward: 2\nstand-in evaluation") in episode.observations[-1]  # a CA_EXPORT kernel: the feature score 2
     after_episode = first.pool.stats().completed
     assert after_episode > before
 

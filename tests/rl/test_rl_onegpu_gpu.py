@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     tokenizer = build_tokenizer([RELU] * 8, vocab_size=300)
     return save_pair(build_model(tokenizer, hidden=32, layers=1, heads=2), tokenizer,

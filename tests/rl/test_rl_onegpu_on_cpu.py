@@ -36,7 +36,7 @@ ADD = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     folder = tmp_path_factory.mktemp("tiny")
     tokenizer = build_tokenizer([RELU, ADD, REPLY, TORCH_RELU, call_text("submit")] * 4, vocab_size=400)

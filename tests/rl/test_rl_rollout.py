@@ -1,4 +1,4 @@
-"""The token-level episode on a real `AgentEnv` (local runner, stand-in scorer) driven by the scripted server."""
+"""The token-level episode on a real `AgentEnv` (local runner, the stand-in evaluator) driven by the scripted server."""
 import asyncio
 
 import pytest
@@ -43,7 +43,7 @@ def test_ids_masks_turns_and_reward_of_a_submitted_episode(task, tokenizer, env_
     assert episode.response_logprobs == [(-0.5 if m else 0.0) for m in mask]
     assert episode.assistant_turns == 4 and episode.observation_turns == 3 and episode.num_turns == 8
     assert episode.end_reason == "submitted"
-    assert episode.reward == 2.0  # stand-in: ModelNew + exported __global__ kernel, no shared memory
+    assert episode.reward == 2.0  # the stand-in's feature score: ModelNew and a __global__ kernel with CA_EXPORT
     # the model saw exactly prompt + everything so far at each turn
     assert [len(c.prompt_ids) for c in server.calls] == [len(episode.prompt_ids) + n for n in
                                                           [0] + [len(episode.response_ids[:i]) for i in
@@ -60,7 +60,7 @@ def test_prompt_holds_system_task_and_tool_schemas(task, tokenizer, env_settings
     prompt = tokenizer.decode(episode.prompt_ids)
     assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
     assert '"name": "submit"' in prompt and "Task user/relu" in prompt
-    assert episode.reward == 1.0  # the workspace template defines ModelNew, no kernel: stand-in 1
+    assert episode.reward == 1.0  # the stand-in's feature score: the starting model_new.py defines ModelNew, no kernel
 
 
 def test_turn_without_im_end_gets_it_in_the_observation_masked(task, tokenizer, env_settings):

@@ -26,7 +26,7 @@ def test_verls_declared_requirements_hold_here():
 
 
 def _tiny(tmp_path):
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     tokenizer = build_tokenizer(["def forward(self, x): return torch.relu(x)"] * 8, vocab_size=300)
     return save_pair(build_model(tokenizer), tokenizer, tmp_path / "base"), build_model(tokenizer)

@@ -25,11 +25,12 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    from cuda_agent.rl import launch_check
+    from tiny_run import prepare
+
     from cuda_agent.rl.stages import run_stage
 
     work = tmp_path_factory.mktemp("verl-launch")
-    configs = launch_check.prepare(work, rl_configs_dir())
+    configs = prepare(work, rl_configs_dir())
     return {stage: run_stage(cfg, dry_run=True) for stage, cfg in configs.items()}
 
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def hf_tokenizer():
-    from cuda_agent.rl.tiny import build_tokenizer
+    from tiny_model import build_tokenizer
 
     return build_tokenizer([KERNEL, MODEL_NEW, call_text("read", path="model.py"), "def forward(self, x): relu"] * 5,
                            vocab_size=400)
@@ -57,6 +57,7 @@ def test_agent_loop_returns_ids_masks_turns_and_reward(hf_tokenizer, task, tmp_p
     assert len(output.response_ids) == len(output.response_mask) == len(output.response_logprobs)
     assert all((lp == -1.0) == (m == 1) for lp, m in zip(output.response_logprobs, output.response_mask))
     assert output.num_turns == 4 + 3 + 1
+    # the stand-in's feature score: ModelNew and a __global__ kernel registered with CA_EXPORT
     assert output.reward_score == 2.0 and output.extra_fields["end_reason"] == "submitted"
     assert server.calls[0].prompt_ids == output.prompt_ids
     # verl's own conversion puts the reward on the last response token

@@ -21,7 +21,7 @@ from cuda_agent.rl.ppo_small import (
     value_head_from,
     value_loss,
 )
-from cuda_agent.rl.small import HFGenerator, run_small_stage
+from cuda_agent.rl.small import HFGenerator
 from cuda_agent.locations import rl_config_path as config_path
 from cuda_agent.rl.warmup_ppo import prompt_ids, run_warmup_ppo_stage, warmup_step
 
@@ -33,7 +33,7 @@ def _scripted_reward(text: str, task_json: str) -> float:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
+    from tiny_model import build_model, build_tokenizer, save_pair
 
     tokenizer = build_tokenizer([SINGLE_TURN_SYSTEM, RELU, "class ModelNew(nn.Module): pass"], vocab_size=400)
     return save_pair(build_model(tokenizer, hidden=32, layers=1, heads=2, max_positions=1024), tokenizer,
@@ -101,7 +101,7 @@ def test_warmup_stage_runs_ppo_by_default_and_saves_actor_critic_log(base: Path,
         "engine=trl", "use_cpu=true", f"tasks={tmp_path / 'tasks'}", f"actor_path={base}",
         f"output_dir={tmp_path / 'out'}", "total_steps=2", "global_batch=2", "max_response_tokens=8", "actor_lr=1e-3",
         "critic_lr=1e-3", "eval.backend={kind: stand_in}"], stage="warmup")
-    assert cfg.get("small.warmup_algorithm") == "ppo" and cfg.get("critic_path") is None
+    assert cfg.small.warmup_algorithm == "ppo" and cfg.critic_path is None
     out = tmp_path / "out"
     out.mkdir()
     metrics, files = run_warmup_ppo_stage(cfg, out, reward_fn=_scripted_reward)
@@ -114,8 +114,7 @@ def test_warmup_stage_runs_ppo_by_default_and_saves_actor_critic_log(base: Path,
     assert critic_config["architectures"] == ["Qwen2ForTokenClassification"] and len(critic_config["id2label"]) == 1
 
 
-def test_unknown_warmup_algorithm_is_a_config_error(tmp_path: Path) -> None:
-    cfg = load_stage_config(config_path("warmup"), ["engine=trl", "small.warmup_algorithm=reinforce",
-                                                    f"output_dir={tmp_path}"], stage="warmup")
-    with pytest.raises(ConfigError, match="warmup_algorithm"):
-        run_small_stage(cfg)
+def test_unknown_warmup_algorithm_is_refused_when_the_file_is_loaded(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="small.warmup_algorithm must be one of ppo, grpo, got 'reinforce'"):
+        load_stage_config(config_path("warmup"), ["engine=trl", "small.warmup_algorithm=reinforce",
+                                                  f"output_dir={tmp_path}"], stage="warmup")

@@ -30,7 +30,8 @@ store = Store.open(url)
 pool = LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.25, log_path=log_path), store=store)
 task = Task(id="crash/relu", code="class Model: pass\\n")
 if mode == "start":
-    jobs = [EvalJob.create(task, {"model_new.py": f"# variant {i}\\n"}, job_id=f"job-{i:02d}") for i in range(n)]
+    jobs = [EvalJob.create(task, {"model_new.py": f"# variant {i}\\nclass ModelNew: pass\\n"}, job_id=f"job-{i:02d}")
+            for i in range(n)]
     run_jobs(pool, jobs, store=store, run_id="run-1")
 else:
     results = resume_run(pool, store=store, run_id="run-1")

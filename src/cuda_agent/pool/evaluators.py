@@ -1,4 +1,4 @@
-"""What a GPU worker runs for each job: the real evaluator, or the stand-in for CPU tests and capacity planning.
+"""What a GPU worker runs for each job: the real evaluator, or the stand-in (a feature score: nothing compiled or run).
 
 Both run inside a pool worker process (pinned to one GPU by ``CUDA_VISIBLE_DEVICES``), travel there pickled, and
 return the result as a plain dict in `EvalResult.to_dict()` form: the worker never needs to import torch for the
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cuda_agent.pool.job import EvalJob
+from cuda_agent.evaluator.reward_schedule import REWARD_INCORRECT, continuous_reward, discrete_reward
+from cuda_agent.pool.job import SINGLE_FILE_NAME, EvalJob
 
 FAULTS = ("crash", "hang", "broken", "error")
 STANDIN_FILE = "standin.json"
@@ -157,13 +159,62 @@ def _leave_orphan() -> None:
     os.waitpid(child, 0)
 
 
+STANDIN_NOTE = "stand-in: nothing was compiled or run; the reward is a feature score of the solution's text"
+
+_MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.MULTILINE)
+_FAST_MEMORY = re.compile(r"__shared__|\bfloat4\b|\bhalf2\b")
+
+# Feature level -> (made-up speedup over eager, over torch.compile, what the reason says). The reward schedule turns
+# them into the paper's 2 (beats eager only) and 3 (beats both); untimed levels have no speedups.
+_STANDIN_LEVELS: dict[str, tuple[float | None, float | None, str]] = {
+    "no_model_new": (None, None, "the solution defines no ModelNew (no `class ModelNew` at the top level)"),
+    "model_new": (None, None, "ModelNew is defined, but no __global__ kernel registered with CA_EXPORT"),
+    "kernel": (1.2, 1.0, "a __global__ kernel registered with CA_EXPORT; made-up speedups 1.2x eager, 1.0x compile"),
+    "tuned_kernel": (1.5, 1.2, "a __global__ kernel registered with CA_EXPORT that uses shared memory or vector "
+                     "loads; made-up speedups 1.5x eager, 1.2x compile"),
+}
+
+
+def standin_level(files: dict[str, bytes], solution_kind: str) -> str:
+    """The stand-in's feature level of a solution (a key of ``_STANDIN_LEVELS``), from its text alone.
+
+    ``files`` is a `SolutionSnapshot`'s: a workspace's ``model_new.py`` and ``kernels/*.cu``, or a single file
+    (``solution.py``) that holds both ``ModelNew`` and its CUDA source."""
+    text = {path: content.decode(errors="replace") for path, content in files.items()}
+    if solution_kind == "file":
+        model_new = kernels = text.get(SINGLE_FILE_NAME, "")
+    else:
+        model_new = text.get("model_new.py", "")
+        kernels = "\n".join(body for path, body in sorted(text.items()) if path.endswith(".cu"))
+    if not _MODEL_NEW.search(model_new):
+        return "no_model_new"
+    if "__global__" not in kernels or "CA_EXPORT(" not in kernels:
+        return "model_new"
+    return "tuned_kernel" if _FAST_MEMORY.search(kernels) else "kernel"
+
+
 @dataclass(frozen=True)
 class StandInEvaluator:
-    """Stand-in GPU work for CPU tests and capacity planning (a product feature, not a test double).
+    """Stand-in GPU work for CPU tests, CPU smoke runs of RL training, and capacity planning: NOT an evaluation.
 
-    Each job sleeps ``seconds`` (the GPU time it stands for), records where and when it ran, and returns a correct,
-    "timed" result. A solution may carry ``standin.json`` (``{"seconds": 0.5, "fault": "crash"}``) to change that
-    one job (at the solution's top level or under ``kernels/``, where a workspace snapshot keeps it). Faults simulate what real GPU work does wrong:
+    Each job sleeps ``seconds`` (the GPU time it stands for), records where and when it ran, and returns a
+    deterministic verdict on the paper's -1/1/2/3 scale read from visible features of the solution's text (nothing
+    is compiled or run; every reason and note says "stand-in"). The score gives a CPU RL run a learning signal that
+    follows what a real kernel needs, and says nothing about whether the kernel works or is fast:
+
+    - -1, stage ``incorrect``: no ``class ModelNew`` (in ``model_new.py``, or in a single-file solution);
+    - 1, stage ``correct``: ModelNew, but no ``.cu`` source (the single file itself for a single-file solution) with a
+      ``__global__`` function registered with ``CA_EXPORT``;
+    - 2, stage ``timed``: such a kernel (made-up speedups that beat eager PyTorch only);
+    - 3, stage ``timed``: such a kernel that also uses shared memory or vector loads (``float4``, ``half2``; made-up
+      speedups that beat both eager and ``torch.compile``).
+
+    Rewards come from the reward schedule (`discrete_reward`) applied to the made-up speedups. A ``verify`` job
+    times nothing, so a solution with ModelNew gets ``correct``, reward 1, as from the real evaluator.
+
+    A solution may carry ``standin.json`` (``{"seconds": 0.5, "fault": "crash"}``) to change that one job (at the
+    solution's top level or under ``kernels/``, where a workspace snapshot keeps it). Faults simulate what real GPU
+    work does wrong:
 
     - ``crash``: the worker process dies by SIGSEGV mid-job (a segfault in a kernel launch, a driver abort);
     - ``hang``: the job never returns (a kernel stuck in an endless loop);
@@ -254,9 +305,26 @@ class StandInEvaluator:
         end = time.time()
         self._record(**base, end=end)
         if fault == "broken":
-            return {"task_id": job.task.id, "stage": "runtime_error", "correct": False, "reward": -1,
+            return {"task_id": job.task.id, "stage": "runtime_error", "correct": False, "reward": REWARD_INCORRECT,
                     "reason": "CUDA error: an illegal memory access was encountered (stand-in)",
-                    "device": f"stand-in:{gpu}", "total_seconds": end - start}
-        return {"task_id": job.task.id, "stage": "timed" if job.kind != "verify" else "correct", "correct": True,
-                "reward": 1, "continuous_reward": 1.0, "reason": "stand-in evaluation", "device": f"stand-in:{gpu}",
-                "total_seconds": end - start, "extra": {"standin": {"start": start, "end": end, "gpu": gpu}}}
+                    "notes": [STANDIN_NOTE], "device": f"stand-in:{gpu}", "total_seconds": end - start}
+        level = standin_level(job.solution.file_map(), job.solution.kind)
+        return {"task_id": job.task.id, "device": f"stand-in:{gpu}", "total_seconds": end - start,
+                "notes": [STANDIN_NOTE], **_standin_verdict(level, timed=job.kind != "verify"),
+                "extra": {"standin": {"start": start, "end": end, "gpu": gpu, "level": level}}}
+
+
+def _standin_verdict(level: str, *, timed: bool) -> dict[str, Any]:
+    """The `EvalResult` fields of a feature level: stage, correctness, made-up speedups and the schedule's rewards."""
+    speedup_eager, speedup_compile, why = _STANDIN_LEVELS[level]
+    correct = level != "no_model_new"
+    if not timed:
+        speedup_eager = speedup_compile = None
+    stage = "timed" if speedup_compile is not None else "correct" if correct else "incorrect"
+    # compile time / candidate time is the made-up speedup over compile; 1.0 (correct, untimed) or -1 (incorrect)
+    # otherwise, as `cuda_agent.evaluator.result.continuous` gives.
+    compile_ratio = speedup_compile if speedup_compile is not None else 1.0
+    return {"stage": stage, "correct": correct, "reason": f"stand-in evaluation (nothing compiled or run): {why}",
+            "speedup_eager": speedup_eager, "speedup_compile": speedup_compile,
+            "reward": discrete_reward(correct, speedup_eager, speedup_compile),
+            "continuous_reward": continuous_reward(correct, compile_ratio, 1.0)}

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.agent.trajectory import VERSION, TrajectoryWriter, now_iso
-from cuda_agent.rl.config import StageConfig
+from cuda_agent.rl.config import CollectConfig, CriticConfig, PpoConfig
 from cuda_agent.rl.rollout import RolloutLimits, run_token_episode
 from cuda_agent.rl.scripted import ScriptedOutput
 
@@ -64,8 +64,8 @@ def collect_episode(env: Any, task: Any, generate: Any, tokenizer: Any, limits: 
     return episode
 
 
-def rollout_limits(cfg: StageConfig) -> RolloutLimits:
-    return RolloutLimits(max_turns=int(cfg.get("max_turns", 150)), response_length=int(cfg.require("max_response_tokens")),
-                         max_tokens_per_turn=int(cfg.get("max_tokens_per_turn", 8192)),
-                         max_observation_tokens=cfg.get("max_observation_tokens"),
-                         max_prompt_tokens=cfg.get("max_prompt_tokens"))
+def rollout_limits(cfg: CollectConfig | CriticConfig | PpoConfig) -> RolloutLimits:
+    """A multi-turn stage's episode limits."""
+    return RolloutLimits(max_turns=cfg.max_turns, response_length=cfg.max_response_tokens,
+                         max_tokens_per_turn=cfg.max_tokens_per_turn, max_observation_tokens=cfg.max_observation_tokens,
+                         max_prompt_tokens=cfg.max_prompt_tokens)

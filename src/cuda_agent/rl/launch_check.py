@@ -1,7 +1,8 @@
 """How far each verl stage gets on this machine: verl's own config validation of the generated config, then a real
 launch of verl's entry point (``main_ppo`` on a local Ray, the SFT trainer under torchrun) that is expected to stop at
 its first step that needs a GPU. Used by the CPU test in CI (tests/rl/test_rl_verl_launch.py) and by
-benchmarks/verl_launch.py; on a cluster node it checks an environment before GPUs are booked.
+benchmarks/verl_launch.py, both on the tiny run's configs (tests/rl/tiny_run.py); on a cluster node it checks an
+environment before GPUs are booked.
 
 Where each launch stops, on a machine without a GPU (the markers are verl's and Ray's own output):
 
@@ -165,57 +166,3 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-RELU = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-        "        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(16)]\n\n"
-        "def get_init_inputs():\n    return []\n")
-MODEL_NEW = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-             "        return torch.relu(x)\n")
-STAGES: tuple[str, ...] = ("warmup", "rft", "critic", "ppo")
-
-
-def prepare(work: Path, configs: Path) -> dict[str, Any]:
-    """The four verl stages' configs for a tiny run under ``work``: a task folder, a tiny Qwen2 with a locally
-    trained tokenizer (no downloads), two trajectories from real episodes (scripted turns, stand-in scorer) for
-    RFT, and ``configs/rl/<stage>.yaml`` with overrides for one GPU, short contexts and one step. Returns
-    ``{stage: StageConfig}``."""
-    from cuda_agent.agent import ScriptedPolicy, run_episode
-    from cuda_agent.rl.config import load_stage_config
-    from cuda_agent.rl.envfactory import make_env
-    from cuda_agent.rl.tiny import build_model, build_tokenizer, save_pair
-    from cuda_agent.tasks.task import Task
-
-    work = work.resolve()
-    tasks = work / "tasks"
-    tasks.mkdir(parents=True, exist_ok=True)
-    (tasks / "relu.py").write_text(RELU)
-    base = work / "base"
-    if not (base / "config.json").exists():
-        tokenizer = build_tokenizer([RELU, MODEL_NEW] * 4, vocab_size=512)
-        save_pair(build_model(tokenizer), tokenizer, base)
-    trajectories = work / "collect" / "trajectories"
-    trajectories.mkdir(parents=True, exist_ok=True)
-    task = Task(id="user/relu", code=RELU, name="relu")
-    for i in range(2):
-        path = trajectories / f"relu-{i}.jsonl"
-        if path.exists():
-            continue
-        env = make_env({"env": {"sandbox": "local", "workspace_root": str(work / "ws" / str(i))},
-                        "backend": {"kind": "stand_in"}})
-        policy = ScriptedPolicy.from_steps([{"name": "read", "arguments": {"path": "model.py"}},
-                                            {"name": "write", "arguments": {"path": "model_new.py",
-                                                                            "content": MODEL_NEW}},
-                                            {"name": "submit", "arguments": {}}])
-        run_episode(task, policy, env, trajectory=path)
-    small = ["cluster.gpus_per_node=1", "sequence_parallel=1", "global_batch=2", "total_steps=1"]
-    ppo_like = small + [f"tasks={tasks}", "mini_batch=2", "max_prompt_tokens=1024", "max_response_tokens=1024",
-                        "rollout.agent_workers=1", "rollout.tensor_parallel=1", "eval.backend={kind: stand_in}"]
-    overrides = {
-        "warmup": ppo_like + [f"actor_path={base}"],
-        "rft": small + [f"actor_path={base}", f"trajectories={trajectories}", "max_length=2048"],
-        "critic": ppo_like + [f"actor_path={base}", f"critic_path={base}"],
-        "ppo": ppo_like + [f"actor_path={base}", f"critic_path={base}"],
-    }
-    return {stage: load_stage_config(configs / f"{stage}.yaml", overrides[stage] + [f"output_dir={work / stage}"])
-            for stage in STAGES}

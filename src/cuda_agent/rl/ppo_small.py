@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from cuda_agent.rl.config import PpoConfig, WarmupConfig
 from cuda_agent.rl.critic import gae_targets, outcome_rewards, value_loss
 from cuda_agent.rl.stage_io import Progress
 
@@ -177,12 +178,10 @@ def ppo_update(actor: Any, critic: Any, actor_opt: torch.optim.Optimizer, critic
     return UpdateStats(sums["policy"] / k, sums["value"] / k, sums["clip"] / k, sums["kl"] / k, updates)
 
 
-def settings_of(cfg: Any) -> PPOSettings:
-    return PPOSettings(
-        clip_low=float(cfg.get("clip_ratio_low", 0.2)), clip_high=float(cfg.get("clip_ratio_high", 0.28)),
-        gamma=float(cfg.get("gamma", 1.0)), lam=float(cfg.get("lam", 0.95)),
-        epochs=int(cfg.get("small.ppo_epochs", 1)), mini_batch=int(cfg.get("mini_batch", 256)),
-        temperature=float(cfg.get("rollout.temperature", 1.0)), whiten=bool(cfg.get("small.whiten_advantages", True)))
+def settings_of(cfg: WarmupConfig | PpoConfig) -> PPOSettings:
+    return PPOSettings(clip_low=cfg.clip_ratio_low, clip_high=cfg.clip_ratio_high, gamma=cfg.gamma, lam=cfg.lam,
+                       epochs=cfg.small.ppo_epochs, mini_batch=cfg.minibatch, temperature=cfg.rollout.temperature,
+                       whiten=cfg.small.whiten_advantages)
 
 
 def value_head_from(path: str) -> Any:
@@ -214,20 +213,20 @@ class Trainee:
                           self.settings)
 
 
-def load_trainee(cfg: Any) -> Trainee:
+def load_trainee(cfg: WarmupConfig | PpoConfig) -> Trainee:
     """Actor from ``actor_path``; critic from ``critic_path``, or a value head initialised from the actor when it is
     null. Raises `ConfigError` when ``actor_path`` is missing."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    actor_path = str(cfg.require("actor_path"))
-    torch.manual_seed(int(cfg.get("seed", 0)))
+    actor_path = cfg.actor_path
+    torch.manual_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(actor_path)
     actor = AutoModelForCausalLM.from_pretrained(actor_path)
-    critic = value_head_from(str(cfg.get("critic_path") or actor_path))
+    critic = value_head_from(cfg.critic_path or actor_path)
     actor.eval()
     critic.eval()
-    return Trainee(actor, critic, tokenizer, torch.optim.AdamW(actor.parameters(), lr=float(cfg.get("actor_lr", 3e-6))),
-                   torch.optim.AdamW(critic.parameters(), lr=float(cfg.get("critic_lr", 6e-6))), settings_of(cfg))
+    return Trainee(actor, critic, tokenizer, torch.optim.AdamW(actor.parameters(), lr=cfg.actor_lr),
+                   torch.optim.AdamW(critic.parameters(), lr=cfg.critic_lr), settings_of(cfg))
 
 
 def step_row(step: int, stats: UpdateStats, rewards: Sequence[float]) -> dict[str, Any]:
@@ -255,22 +254,22 @@ def save_run(out: Path, stage: str, trainee: Trainee, history: Sequence[dict[str
     return metrics, {"actor": str(out / "actor"), "critic": str(out / "critic"), "log": str(log_path)}
 
 
-def run_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
+def run_ppo_stage(cfg: PpoConfig, out: Path, progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
     """The ``ppo`` stage of the small path: actor from ``actor_path``, critic from ``critic_path``. Raises
     `ConfigError` when either path is missing from the config, `PolicyError` when generation fails."""
     from cuda_agent.rl.envfactory import make_env
     from cuda_agent.rl.generation import HFGenerator, collect_episode, rollout_limits
     from cuda_agent.rl.stage_io import load_task_list
 
-    cfg.require("critic_path")
+    cfg.need("critic_path")
     trainee = load_trainee(cfg)
     tokenizer = trainee.tokenizer
     tasks = load_task_list(cfg)
     limits = rollout_limits(cfg)
-    env_settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
+    env_settings = {"env": cfg.env, "backend": cfg.eval.backend}
     generator = HFGenerator(trainee.actor, tokenizer, temperature=trainee.settings.temperature)
-    per_step, repeats = int(cfg.get("global_batch", 4)), max(1, int(cfg.get("rollout.n", 1)))
-    steps = int(cfg.require("total_steps"))
+    per_step, repeats = cfg.global_batch, max(1, cfg.rollout.n)
+    steps = int(cfg.need("total_steps"))
     traj_dir = out / "trajectories"
     traj_dir.mkdir(parents=True, exist_ok=True)
     history: list[dict[str, Any]] = []

@@ -4,8 +4,9 @@ it is evaluated on the GPU pool and scored -1 / 1 / 2 / 3 by the evaluator.
 `compute_score` has verl's custom reward function signature; the stage config passes ``backend`` through verl's
 ``reward.custom_reward_function.reward_kwargs``: ``{"kind": "http", "url": ...}`` sends the job to `cuda-agent
 serve` on the evaluation nodes, ``{"kind": "ray", ...RayPool arguments}`` to a Ray GPU pool, ``{"kind": "local"}``
-evaluates on this machine, ``{"kind": "stand_in"}`` is the CPU stand-in. Pools are the process's shared ones
-(`cuda_agent.rl.envfactory.shared_pool`).
+evaluates on this machine, ``{"kind": "stand_in"}`` is the stand-in evaluator for machines without a GPU. The spec
+is read, and its pool made, by the one backend factory (`cuda_agent.rl.envfactory.BackendSpec`), so the reward
+shares the process's pool with the episodes.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from cuda_agent.rl.envfactory import POOL_KINDS, shared_pool
+from cuda_agent.rl.envfactory import BackendSpec
 from cuda_agent.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -43,30 +44,23 @@ def task_from_extra(extra_info: Mapping[str, Any] | None) -> Task:
 
 
 def score_solution(task: Task, code: str, backend: Mapping[str, Any] | None = None) -> float:
-    """Evaluate one single-file solution and return its reward (see the module docstring for ``backend``)."""
-    spec = dict(backend or {"kind": "local"})
-    kind = spec.pop("kind", "local")
-    if kind == "stand_in":
-        from cuda_agent.rl.standin import score_single_file
-
-        return score_single_file(code)
+    """Evaluate one single-file solution and return its reward (see the module docstring for ``backend``). Raises
+    `ConfigError` for an unknown backend kind."""
+    spec = BackendSpec.parse(backend)
     with tempfile.TemporaryDirectory(prefix="cuda-agent-warmup-") as folder:
         path = Path(folder) / "solution.py"
         path.write_text(code)
-        if kind == "local":
+        if spec.kind == "local":
             from cuda_agent.evaluator import evaluate
 
             result = evaluate(task, path, None)
-        elif kind in POOL_KINDS:
+        else:
             from cuda_agent.evaluator.result import EvalResult
             from cuda_agent.pool import EvalJob
 
-            timeout = spec.pop("timeout_s", None)
-            result = shared_pool(kind, spec).submit(EvalJob.create(task, path, kind="full")).result(timeout=timeout)
+            result = spec.pool.submit(EvalJob.create(task, path, kind="full")).result(timeout=spec.timeout_s)
             if not isinstance(result, EvalResult):
                 result = EvalResult.from_dict(result)
-        else:
-            raise ValueError(f"reward backend kind {kind!r} is not one of local, http, ray, stand_in")
     return float(result.reward)
 
 

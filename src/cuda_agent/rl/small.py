@@ -4,7 +4,7 @@
   (`cuda_agent.rl.warmup_ppo`: one response per prompt, the ppo stage's update, the critic a value head initialised
   from the actor); ``grpo`` is TRL ``GRPOTrainer`` (token-level loss ``loss_type="dapo"``, clipping 0.2 / 0.28, no
   KL, no critic). Both score with `cuda_agent.rl.warmup_ppo.warmup_reward` (`cuda_agent.rl.reward.compute_score`:
-  the evaluator, or the stand-in scorer on a CPU).
+  the evaluator, or the stand-in evaluator on a CPU).
 - collect: the actor drives `AgentEnv` through `run_token_episode` (a transformers ``generate`` server);
   trajectories in the agent's JSONL format. Scripted episodes (a `ScriptedGenerationServer`) may be added.
 - rft: the filter, then TRL ``SFTTrainer`` on the kept conversations, loss on model tokens only.
@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.rl.config import StageConfig
+from cuda_agent.rl.config import CollectConfig, CriticConfig, PpoConfig, RftConfig, RolloutStage, StageConfig, WarmupConfig
 from cuda_agent.rl.generation import HFGenerator, collect_episode, rollout_limits
 from cuda_agent.rl.stage_io import Progress, StageResult, load_task_list, out_dir_of
 
@@ -33,13 +33,17 @@ log = logging.getLogger(__name__)
 def run_small_stage(cfg: StageConfig, progress: Progress | None = None) -> StageResult:
     out = out_dir_of(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.stage == "ppo":
+    if isinstance(cfg, PpoConfig):
         metrics, files = _ppo(cfg, out, progress)
-    elif cfg.stage == "warmup":
+    elif isinstance(cfg, WarmupConfig):
         metrics, files = _warmup(cfg, out, progress)
+    elif isinstance(cfg, CollectConfig):
+        metrics, files = _collect(cfg, out)
+    elif isinstance(cfg, RftConfig):
+        metrics, files = _rft(cfg, out)
     else:
-        runner = {"collect": _collect, "rft": _rft, "critic": _critic}[cfg.stage]
-        metrics, files = runner(cfg, out)
+        assert isinstance(cfg, CriticConfig)
+        metrics, files = _critic(cfg, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     return StageResult(cfg.stage, "trl", out, metrics, files)
 
@@ -62,49 +66,38 @@ def _save_log(out: Path, stage: str, history: list[dict[str, Any]]) -> str:
     return str(path)
 
 
-def _grpo_args(cfg: StageConfig, out: Path, **extra: Any) -> Any:
+def _grpo_args(cfg: RolloutStage, out: Path, **extra: Any) -> Any:
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=str(out / "trainer"), max_steps=int(cfg.require("total_steps")),
-        per_device_train_batch_size=int(cfg.get("global_batch", 4)), num_generations=int(cfg.get("rollout.n", 2)),
-        learning_rate=float(cfg.get("actor_lr", 3e-6)), epsilon=float(cfg.get("clip_ratio_low", 0.2)),
-        epsilon_high=float(cfg.get("clip_ratio_high", 0.28)), loss_type="dapo", beta=0.0,
-        temperature=float(cfg.get("rollout.temperature", 1.0)), logging_steps=1, save_strategy="no",
-        report_to=[], use_cpu=bool(cfg.get("use_cpu", True)), seed=int(cfg.get("seed", 0)),
-        max_completion_length=int(cfg.require("max_response_tokens")), gradient_checkpointing=False, **extra)
+        output_dir=str(out / "trainer"), max_steps=int(cfg.need("total_steps")),
+        per_device_train_batch_size=cfg.global_batch, num_generations=cfg.rollout.n,
+        learning_rate=cfg.actor_lr, epsilon=cfg.clip_ratio_low, epsilon_high=cfg.clip_ratio_high, loss_type="dapo",
+        beta=0.0, temperature=cfg.rollout.temperature, logging_steps=1, save_strategy="no", report_to=[],
+        use_cpu=cfg.use_cpu, seed=cfg.seed, max_completion_length=cfg.max_response_tokens,
+        gradient_checkpointing=False, **extra)
 
 
-def _algorithm(cfg: StageConfig, key: str, stage: str) -> str:
-    """``ppo`` (our critic-based loop, the default) or ``grpo`` (TRL's trainer) for a stage of the small path."""
-    from cuda_agent.errors import ConfigError
-
-    algorithm = str(cfg.get(key, "ppo"))
-    if algorithm not in ("ppo", "grpo"):
-        raise ConfigError(f"{cfg.source or stage}: {key} must be ppo or grpo, got {algorithm!r}")
-    return algorithm
-
-
-def _warmup(cfg: StageConfig, out: Path,
+def _warmup(cfg: WarmupConfig, out: Path,
             progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
-    if _algorithm(cfg, "small.warmup_algorithm", "warmup") == "grpo":
+    if cfg.small.warmup_algorithm == "grpo":
         return _warmup_grpo(cfg, out)
     from cuda_agent.rl.warmup_ppo import run_warmup_ppo_stage
 
     return run_warmup_ppo_stage(cfg, out, progress)
 
 
-def _warmup_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _warmup_grpo(cfg: WarmupConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from cuda_agent.rl.data import single_turn_messages
     from cuda_agent.rl.warmup_ppo import warmup_reward
 
-    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    model, tokenizer = _load_actor(cfg.actor_path)
     tasks = load_task_list(cfg)
     rows = [{"prompt": single_turn_messages(t), "task_json": json.dumps(t.to_dict())} for t in tasks]
-    backend = dict(cfg.get("eval.backend") or {"kind": "local"})
+    backend = cfg.eval.backend
 
     def evaluator_reward(completions: list[Any], task_json: list[str], **_: Any) -> list[float]:
         texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
@@ -120,21 +113,21 @@ def _warmup_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[st
     return {"warmup_steps": float(trainer.state.global_step)}, {"actor": str(final), "log": _save_log(out, "warmup", history)}
 
 
-def _collect(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _collect(cfg: CollectConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from cuda_agent.rl.envfactory import make_env
     from cuda_agent.rl.scripted import ScriptedGenerationServer
 
-    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    model, tokenizer = _load_actor(cfg.actor_path)
     model.eval()
     tasks = load_task_list(cfg)
     traj_dir = out / "trajectories"
     traj_dir.mkdir(parents=True, exist_ok=True)
     limits = rollout_limits(cfg)
-    settings = {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}
-    generator = HFGenerator(model, tokenizer, temperature=float(cfg.get("rollout.temperature", 1.0)))
+    settings = {"env": cfg.env, "backend": cfg.eval.backend}
+    generator = HFGenerator(model, tokenizer, temperature=cfg.rollout.temperature)
     rewards: list[float] = []
     policy_turns = 0
-    for r in range(int(cfg.get("episodes_per_task", 1))):
+    for r in range(cfg.episodes_per_task):
         for task in tasks:
             env = make_env(settings)
             try:
@@ -143,7 +136,7 @@ def _collect(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, s
                 env.close()
             rewards.append(ep.reward)
             policy_turns += ep.assistant_turns
-    scripted = cfg.get("scripted_episodes")
+    scripted = cfg.scripted_episodes
     n_scripted = 0
     if scripted:
         from cuda_agent.rl.rollout import RolloutLimits
@@ -182,23 +175,22 @@ def _tokenized_trajectories(paths: list[Path], tokenizer: Any, max_len: int) -> 
     return rows
 
 
-def _rft(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _rft(cfg: RftConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     from cuda_agent.rl.filters import FilterConfig, select
 
-    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    model, tokenizer = _load_actor(cfg.actor_path)
     tokenizer.padding_side = "right"
-    paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
-    kept, reasons = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
+    paths = sorted(Path(cfg.trajectories).glob("*.jsonl"))
+    kept, reasons = select(paths, FilterConfig(max_repeats=cfg.filter.max_repeats))
     (out / "filter.json").write_text(json.dumps({"kept": [str(p) for p in kept], "reasons": reasons}, indent=2))
-    rows = _tokenized_trajectories(kept, tokenizer, int(cfg.require("max_length")))
+    rows = _tokenized_trajectories(kept, tokenizer, cfg.max_length)
     data = Dataset.from_list([{"input_ids": r["input_ids"], "assistant_masks": r["assistant_masks"]} for r in rows])
-    args = SFTConfig(output_dir=str(out / "trainer"), max_steps=int(cfg.require("total_steps")),
-                     per_device_train_batch_size=int(cfg.get("global_batch", 2)), learning_rate=float(cfg.get("actor_lr", 3e-6)),
-                     logging_steps=1, save_strategy="no", report_to=[], use_cpu=bool(cfg.get("use_cpu", True)),
-                     max_length=int(cfg.require("max_length")), seed=int(cfg.get("seed", 0)))
+    args = SFTConfig(output_dir=str(out / "trainer"), max_steps=int(cfg.need("total_steps")),
+                     per_device_train_batch_size=cfg.global_batch, learning_rate=cfg.actor_lr, logging_steps=1,
+                     save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, max_length=cfg.max_length, seed=cfg.seed)
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
     trainer.train()
     final = out / "actor"
@@ -209,7 +201,7 @@ def _rft(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]
     return metrics, {"actor": str(final), "log": _save_log(out, "rft", _history(trainer))}
 
 
-def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _critic(cfg: CriticConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, Trainer, TrainingArguments
@@ -218,14 +210,14 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
     from cuda_agent.rl.filters import FilterConfig, select
     from cuda_agent.rl.ppo_small import token_values, value_head_from
 
-    source = str(cfg.require("actor_path"))
+    source = cfg.actor_path
     tokenizer = AutoTokenizer.from_pretrained(source)
     critic = value_head_from(source)
-    paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
-    if cfg.get("only_kept", True):
-        paths, _ = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
-    rows = _tokenized_trajectories(paths, tokenizer, int(cfg.require("max_length")))
-    gamma, lam = float(cfg.get("gamma", 1.0)), float(cfg.get("lam", 0.95))
+    paths = sorted(Path(cfg.need("trajectories")).glob("*.jsonl"))
+    if cfg.only_kept:
+        paths, _ = select(paths, FilterConfig(max_repeats=cfg.filter.max_repeats))
+    rows = _tokenized_trajectories(paths, tokenizer, int(cfg.need("max_length")))
+    gamma, lam = cfg.gamma, cfg.lam
 
     def collate(batch: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         width = max(len(r["input_ids"]) for r in batch)
@@ -249,11 +241,10 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
             loss = value_loss(values, returns, mask)
             return (loss, {"values": values}) if return_outputs else loss
 
-    args = TrainingArguments(output_dir=str(out / "trainer"), max_steps=int(cfg.require("total_steps")),
-                             per_device_train_batch_size=int(cfg.get("global_batch", 2)),
-                             learning_rate=float(cfg.get("critic_lr", 6e-6)), logging_steps=1, save_strategy="no",
-                             report_to=[], use_cpu=bool(cfg.get("use_cpu", True)), remove_unused_columns=False,
-                             seed=int(cfg.get("seed", 0)))
+    args = TrainingArguments(output_dir=str(out / "trainer"), max_steps=int(cfg.need("total_steps")),
+                             per_device_train_batch_size=cfg.global_batch, learning_rate=cfg.critic_lr,
+                             logging_steps=1, save_strategy="no", report_to=[], use_cpu=cfg.use_cpu,
+                             remove_unused_columns=False, seed=cfg.seed)
     data = Dataset.from_list([{k: r[k] for k in ("input_ids", "assistant_masks", "reward")} for r in rows])
     trainer = CriticTrainer(model=critic, args=args, train_dataset=data, data_collator=collate)
     trainer.train()
@@ -264,25 +255,25 @@ def _critic(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, st
             {"critic": str(final), "log": _save_log(out, "critic", _history(trainer))})
 
 
-def _ppo(cfg: StageConfig, out: Path,
+def _ppo(cfg: PpoConfig, out: Path,
          progress: Progress | None = None) -> tuple[dict[str, float], dict[str, str]]:
-    if _algorithm(cfg, "small.ppo_algorithm", "ppo") == "grpo":
+    if cfg.small.ppo_algorithm == "grpo":
         return _ppo_grpo(cfg, out)
     from cuda_agent.rl.ppo_small import run_ppo_stage
 
     return run_ppo_stage(cfg, out, progress)
 
 
-def _ppo_grpo(cfg: StageConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
+def _ppo_grpo(cfg: PpoConfig, out: Path) -> tuple[dict[str, float], dict[str, str]]:
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from cuda_agent.rl.trl_adapter import EnvRollout, env_reward
 
-    model, tokenizer = _load_actor(str(cfg.require("actor_path")))
+    model, tokenizer = _load_actor(cfg.actor_path)
     tasks = load_task_list(cfg)
-    rollout = EnvRollout(tasks, tokenizer, {"env": cfg.get("env"), "backend": cfg.get("eval.backend")}, rollout_limits(cfg),
-                         temperature=float(cfg.get("rollout.temperature", 1.0)), log_dir=out / "trajectories")
+    rollout = EnvRollout(tasks, tokenizer, {"env": cfg.env, "backend": cfg.eval.backend}, rollout_limits(cfg),
+                         temperature=cfg.rollout.temperature, log_dir=out / "trajectories")
     rows = [{"prompt": [{"role": "user", "content": t.id}], "task_id": t.id} for t in tasks]
     trainer = GRPOTrainer(model=model, reward_funcs=env_reward, args=_grpo_args(cfg, out),
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer, rollout_func=rollout)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda_agent.rl.config import StageConfig
+from cuda_agent.rl.config import CollectConfig, RolloutStage, StageConfig
 
 Progress = Callable[[str, int, int], None]
 """``progress(what, done, total)``."""
@@ -29,12 +29,12 @@ class StageResult:
 
 
 def out_dir_of(cfg: StageConfig) -> Path:
-    return Path(cfg.get("output_dir") or f"runs/rl/{cfg.stage}")
+    return Path(cfg.output_dir or f"runs/rl/{cfg.stage}")
 
 
-def load_task_list(cfg: StageConfig) -> list[Any]:
+def load_task_list(cfg: RolloutStage | CollectConfig) -> list[Any]:
+    """The stage's ``tasks``, the first ``max_tasks`` of them when that is set."""
     from cuda_agent.tasks import load_tasks
 
-    tasks = list(load_tasks(str(cfg.require("tasks"))))
-    limit = cfg.get("max_tasks")
-    return tasks[: int(limit)] if limit else tasks
+    tasks = list(load_tasks(cfg.tasks))
+    return tasks[: cfg.max_tasks] if cfg.max_tasks else tasks

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.rl.config import StageConfig
+from cuda_agent.rl.config import CollectConfig, RftConfig, RolloutStage, StageConfig
 from cuda_agent.rl.stage_io import Progress, StageResult, load_task_list, out_dir_of
 
 log = logging.getLogger(__name__)
@@ -32,21 +32,22 @@ def run_stage(cfg: StageConfig, *, dry_run: bool = False, progress: Progress | N
         return run_small_stage(cfg, progress=progress)
     out = out_dir_of(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.stage == "collect":
+    if isinstance(cfg, CollectConfig):
         return _collect_with_endpoint(cfg, out, dry_run, progress)
     from cuda_agent.rl import data, verl_config
 
-    if cfg.stage == "rft":
+    if isinstance(cfg, RftConfig):
         from cuda_agent.rl.filters import FilterConfig, select
 
-        paths = sorted(Path(cfg.require("trajectories")).glob("*.jsonl"))
-        kept, reasons = select(paths, FilterConfig(max_repeats=int(cfg.get("filter.max_repeats", 3))))
+        paths = sorted(Path(cfg.trajectories).glob("*.jsonl"))
+        kept, reasons = select(paths, FilterConfig(max_repeats=cfg.filter.max_repeats))
         if not kept and not dry_run:
             raise ConfigError(f"rft: none of {len(paths)} trajectories passed the filter ({reasons})")
         train = data.write_parquet(data.sft_rows(kept), out / "rft_train.parquet")
         tree = verl_config.sft_config(cfg, out, train)
         metrics = {"trajectories": float(len(paths)), "kept": float(len(kept))}
     else:
+        assert isinstance(cfg, RolloutStage)
         agent = "single_turn_agent" if cfg.stage == "warmup" else "cuda_agent"
         train = data.write_parquet(data.task_rows(load_task_list(cfg), agent), out / "tasks_train.parquet")
         tree = verl_config.ppo_config(cfg, out, train)
@@ -71,14 +72,17 @@ def run_stage(cfg: StageConfig, *, dry_run: bool = False, progress: Progress | N
     return StageResult(cfg.stage, "verl", out, metrics, files, tuple(command), rc)
 
 
-def _collect_with_endpoint(cfg: StageConfig, out: Path, dry_run: bool, progress: Progress | None) -> StageResult:
+def _collect_with_endpoint(cfg: CollectConfig, out: Path, dry_run: bool, progress: Progress | None) -> StageResult:
     from cuda_agent.agent import AgentEnv, OpenAIConfig, OpenAIPolicy, run_episode
     from cuda_agent.rl.envfactory import env_config, make_backend
 
-    policy_cfg = OpenAIConfig(base_url=str(cfg.require("policy.base_url")), model=str(cfg.require("policy.model")),
-                              temperature=float(cfg.get("policy.temperature", 1.0)))
+    policy = cfg.policy
+    if not policy.base_url or not policy.model:
+        raise ConfigError(f"{cfg.source or 'collect'}: policy.base_url and policy.model are required with engine "
+                          "verl (the endpoint that serves the checkpoint)")
+    policy_cfg = OpenAIConfig(base_url=policy.base_url, model=policy.model, temperature=policy.temperature)
     tasks = load_task_list(cfg)
-    repeats = int(cfg.get("episodes_per_task", 1))
+    repeats = cfg.episodes_per_task
     jobs = [(t, r) for t in tasks for r in range(repeats)]
     traj_dir = out / "trajectories"
     traj_dir.mkdir(parents=True, exist_ok=True)
@@ -87,13 +91,13 @@ def _collect_with_endpoint(cfg: StageConfig, out: Path, dry_run: bool, progress:
 
     def one(job: tuple[Any, int]) -> float:
         task, r = job
-        env = AgentEnv(env_config(cfg.get("env")), make_backend(cfg.get("eval.backend")))
+        env = AgentEnv(env_config(cfg.env), make_backend(cfg.eval.backend))
         slug = task.id.replace("/", "_")
         result = run_episode(task, OpenAIPolicy(policy_cfg), env, trajectory=traj_dir / f"{slug}-{r}.jsonl")
         return float(result.reward)
 
     rewards: list[float] = []
-    with ThreadPoolExecutor(max_workers=int(cfg.get("concurrency", 64))) as pool:
+    with ThreadPoolExecutor(max_workers=cfg.concurrency) as pool:
         for done, reward in enumerate(pool.map(one, jobs), start=1):
             rewards.append(reward)
             if progress:

@@ -1,69 +1,70 @@
-"""The stand-in scorer for runs on a machine without a GPU (the tiny end-to-end run and its tests).
+"""The stand-in backend (``eval.backend: {kind: stand_in}``): launch and test every RL stage on a machine without a GPU.
 
-It is NOT an evaluation: nothing is compiled or run. It exists so that every stage of the recipe can be exercised
-end to end on a CPU. Rewards follow the paper's scale (-1 / 1 / 2 / 3) from visible features of the solution:
--1 if ``model_new.py`` is missing or does not define ``ModelNew``; 1 if it does; 2 if a ``.cu`` kernel file also
-defines a ``__global__`` function and registers it with ``CA_EXPORT``; 3 if, in addition, the kernel uses shared
-memory or vector loads. Every result says ``stand-in`` in its reason and notes, and trajectories record it.
+It is the project's one stand-in evaluator, `cuda_agent.pool.StandInEvaluator` (what ``cuda-agent serve --standin``
+and ``cuda-agent bench offline --standin`` run), behind the pool interface in this process, so an episode or a
+warm-up reward goes through exactly the code a real pool's result does (`PoolBackend`, `EvalResult`). Its verdict
+is deterministic and is NOT an evaluation (nothing is compiled or run): the paper's -1/1/2/3 from visible features
+of the solution (no ModelNew -1; ModelNew 1; a ``__global__`` kernel registered with ``CA_EXPORT`` 2; one that also
+uses shared memory or vector loads 3; see `StandInEvaluator`), so a CPU smoke run's rewards vary and PPO's
+advantages are not all zero. Every result says "stand-in" in its reason and notes; a response without a solution
+gets -1 from the reward and the environment, as with the real evaluator. Never for real training.
+
+Two differences from the evaluator in a pool worker, both because it runs inside the trainer's process:
+
+- Builds are reported OK without compiling (no CUDA toolkit needed).
+- A ``standin.json`` in the solution is ignored: the policy writes the workspace, and a ``{"fault": "crash"}`` there
+  would make a pool worker SIGSEGV, here the trainer. Faults that return a result can be set for every job
+  (``{kind: stand_in, fault: broken}``); ``crash`` and ``hang`` are refused.
 """
 from __future__ import annotations
 
-import re
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
-from cuda_agent.agent.backend import BuildSummary
+from cuda_agent.errors import ConfigError
 from cuda_agent.evaluator.result import EvalResult
-from cuda_agent.tasks.task import Task
+from cuda_agent.pool import EvalJob, StandInEvaluator
+from cuda_agent.pool.evaluators import STANDIN_FILE
 
-STAND_IN_NOTE = "stand-in scorer (no GPU): nothing was compiled or run; the reward is a made-up feature score"
-
-
-def stand_in_score(files: dict[str, str]) -> float:
-    """The stand-in reward of a solution given as ``{relative path: text}`` (see the module docstring)."""
-    model_new = files.get("model_new.py", "")
-    if not re.search(r"^class\s+ModelNew\b", model_new, re.MULTILINE):
-        return -1.0
-    kernels = "\n".join(text for path, text in files.items() if path.endswith(".cu"))
-    if not ("__global__" in kernels and "CA_EXPORT(" in kernels):
-        return 1.0
-    if "__shared__" in kernels or re.search(r"\bfloat4\b|\bhalf2\b", kernels):
-        return 3.0
-    return 2.0
+STAND_IN_NOTE = "stand-in backend (no GPU): nothing was compiled; the stand-in evaluator scores visible features"
+IN_PROCESS_FAULTS = ("broken", "error")
 
 
-def score_single_file(solution: str) -> float:
-    """The stand-in reward of a single-response solution (the warm-up stage writes one file holding
-    ``ModelNew`` and its kernel source)."""
-    return stand_in_score({"model_new.py": solution, "inline.cu": solution})
+class StandInPool:
+    """`StandInEvaluator` with a pool's ``submit`` / ``submit_build``, evaluating at once in this process.
+
+    ``seconds``: the evaluator's sleep per job (default 0: no simulated GPU time); ``fault``: ``broken`` (an
+    illegal-memory-access result) or ``error`` (the evaluator raises) for every job. Raises `ConfigError` for any
+    other fault."""
+
+    def __init__(self, seconds: float = 0.0, fault: str | None = None) -> None:
+        if fault is not None and fault not in IN_PROCESS_FAULTS:
+            raise ConfigError(f"stand_in backend: fault must be one of {', '.join(IN_PROCESS_FAULTS)} in this "
+                              f"process, got {fault!r}; crash and hang need a pool worker (cuda-agent serve --standin)")
+        self.evaluator = StandInEvaluator(seconds=seconds, fault=fault)
+
+    def submit(self, job: EvalJob) -> Future[EvalResult]:
+        future: Future[EvalResult] = Future()
+        try:
+            plain = self.evaluator.evaluate(_without_fault_requests(job), Path("."))
+            future.set_result(EvalResult.from_dict(plain))
+        except Exception as exc:  # the simulated evaluator failure reaches the caller as a pool's would
+            future.set_exception(exc)
+        return future
+
+    def submit_build(self, workspace: Any) -> Future[Any]:
+        from cuda_agent.compiler.builder import BuildResult
+
+        future: Future[Any] = Future()
+        future.set_result(BuildResult(ok=True, library=None, seconds=0.0, log=STAND_IN_NOTE))
+        return future
 
 
-class StandInBackend:
-    """An `EvalBackend` that reports the stand-in score; builds report OK without compiling."""
+def _without_fault_requests(job: EvalJob) -> EvalJob:
+    from dataclasses import replace
 
-    verify_mode = "stand_in"
+    from cuda_agent.pool.job import SolutionSnapshot
 
-    def __init__(self, seed: int = 0) -> None:
-        self.seed = seed
-
-    def build(self, workspace: Path) -> BuildSummary:
-        return BuildSummary(ok=True, seconds=0.0, compiled=(), diagnostics="", log=STAND_IN_NOTE)
-
-    def verify(self, task: Task, workspace: Path) -> EvalResult:
-        return self._evaluate(task, workspace, "verify")
-
-    def profile(self, task: Task, workspace: Path, *, breakdown: bool = False) -> EvalResult:
-        return self._evaluate(task, workspace, "profile")
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def _evaluate(self, task: Task, workspace: Path, kind: str) -> EvalResult:
-        files = {p.relative_to(workspace).as_posix(): p.read_text(errors="replace")
-                 for p in [workspace / "model_new.py", *sorted((workspace / "kernels").glob("*"))] if p.is_file()}
-        reward = stand_in_score(files)
-        correct = reward > 0
-        speedup = {1.0: 0.9, 2.0: 1.01, 3.0: 1.2}.get(reward)
-        stage = ("timed" if kind == "profile" else "correct") if correct else "incorrect"
-        return EvalResult(task_id=task.id, stage=stage, correct=correct, reason=STAND_IN_NOTE, notes=("stand-in",),
-                          speedup_eager=speedup, speedup_compile=speedup if kind == "profile" else None,
-                          reward=int(reward))
+    files = {path: content for path, content in job.solution.files if Path(path).name != STANDIN_FILE}
+    return replace(job, solution=SolutionSnapshot.from_files(files, job.solution.kind))

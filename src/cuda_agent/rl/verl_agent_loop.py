@@ -9,8 +9,9 @@ Per trajectory ``run`` creates the environment, resets it on the task carried by
 environment in a ``finally``, and returns verl's ``AgentLoopOutput``: token ids, ``response_mask`` (1 for model
 tokens, 0 for observation tokens), log-probabilities when the server gives them, the turn count and the reward
 (``reward_score``, which verl puts on the last response token). Settings come from the ``cuda_agent`` section of
-verl's config: ``env`` (`EnvConfig` fields), ``backend`` (see `cuda_agent.rl.envfactory`), ``max_turns``,
-``max_tokens_per_turn``, ``max_observation_tokens``.
+verl's config, checked as `cuda_agent.rl.config.LoopSettings`: ``env`` (`EnvConfig` fields), ``backend`` (see
+`cuda_agent.rl.envfactory`), ``max_turns``, ``max_tokens_per_turn``, ``max_observation_tokens``,
+``use_tokenizer_template``.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from cuda_agent.rl.chat import ChatFormat
+from cuda_agent.rl.config import PAPER, LoopSettings
+from cuda_agent.rl.typed import from_mapping
 from cuda_agent.rl.envfactory import make_env
 from cuda_agent.rl.rollout import RolloutLimits, TokenEpisode, end_on_model_token, run_token_episode
 from cuda_agent.tasks.task import Task
@@ -38,11 +41,13 @@ def task_from_row(kwargs: dict[str, Any]) -> Task:
     return task_from_extra(kwargs.get("extra_info"))
 
 
-def settings_from(config: Any) -> dict[str, Any]:
+def settings_from(config: Any) -> LoopSettings:
+    """The ``cuda_agent`` section of verl's config, checked (`ConfigError` names a wrong key); absent: defaults."""
     section = config.get("cuda_agent") if hasattr(config, "get") else None
     if section is None:
-        return {}
-    return OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else dict(section)
+        return LoopSettings()
+    plain = OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else dict(section)
+    return from_mapping(LoopSettings, plain, where="verl config", prefix="cuda_agent.")
 
 
 def to_output(episode: TokenEpisode, response_length: int, metrics: dict[str, Any]) -> AgentLoopOutput:
@@ -79,12 +84,12 @@ class CudaAgentLoop(AgentLoopBase):
         self.settings = settings_from(self.config)
         multi_turn = self.rollout_config.multi_turn
         self.limits = RolloutLimits(
-            max_turns=int(self.settings.get("max_turns") or multi_turn.get("max_assistant_turns") or 150),
+            max_turns=int(self.settings.max_turns or multi_turn.get("max_assistant_turns") or PAPER.max_turns),
             response_length=int(self.rollout_config.response_length),
-            max_tokens_per_turn=int(self.settings.get("max_tokens_per_turn", 8192)),
-            max_observation_tokens=self.settings.get("max_observation_tokens"),
+            max_tokens_per_turn=self.settings.max_tokens_per_turn,
+            max_observation_tokens=self.settings.max_observation_tokens,
         )
-        self.chat = ChatFormat(use_tokenizer_template=bool(self.settings.get("use_tokenizer_template", False)))
+        self.chat = ChatFormat(use_tokenizer_template=self.settings.use_tokenizer_template)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = task_from_row(kwargs)
@@ -94,7 +99,7 @@ class CudaAgentLoop(AgentLoopBase):
             return await self.server_manager.generate(request_id=request_id, prompt_ids=context,
                                                       sampling_params=params)
 
-        env = make_env(self.settings)
+        env = make_env({"env": self.settings.env, "backend": self.settings.backend})
         try:
             episode = await run_token_episode(env, task, generate, self.tokenizer, sampling_params=sampling_params,
                                               limits=self.limits, chat=self.chat)

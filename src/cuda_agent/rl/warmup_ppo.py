@@ -4,7 +4,7 @@ Stage 1 of the recipe: the policy writes a whole single-file solution in one res
 ``global_batch`` prompts (tasks round-robin, each repeated ``rollout.n`` times; the prompt is
 `cuda_agent.rl.data.single_turn_messages`, the one the GRPO warm-up and verl's ``single_turn_agent`` use), samples
 ONE response per prompt with the actor (`cuda_agent.rl.generation.HFGenerator`, as the other stages), scores it with
-`warmup_reward` (the evaluator through ``eval.backend``, or the stand-in scorer on a machine without a GPU), and
+`warmup_reward` (the evaluator through ``eval.backend``, or the stand-in evaluator on a machine without a GPU), and
 forms a one-turn token episode: prompt tokens ``response_mask`` 0, response tokens 1, the reward on the final
 response token. The update is exactly the ppo stage's (`cuda_agent.rl.ppo_small.ppo_update`: values from a critic,
 GAE gamma 1 / lambda 0.95, clipped token-level loss 0.2 / 0.28, critic MSE); the critic is ``critic_path`` or, when
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.rl.config import WarmupConfig
 from cuda_agent.rl.ppo_small import Progress, Trainee, load_trainee, save_run, step_row
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def warmup_step(trainee: Trainee, generate: Any, prompts: Sequence[tuple[list[in
     return step_row(step, trainee.update(usable), [ep.reward for ep in episodes]), episodes
 
 
-def run_warmup_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None,
+def run_warmup_ppo_stage(cfg: WarmupConfig, out: Path, progress: Progress | None = None,
                          reward_fn: RewardFn | None = None) -> tuple[dict[str, float], dict[str, str]]:
     """The ``warmup`` stage of the small path with PPO. ``reward_fn`` defaults to `warmup_reward` over
     ``eval.backend``. Raises `ConfigError` for a missing ``actor_path`` / ``total_steps`` / ``max_response_tokens``."""
@@ -87,15 +88,14 @@ def run_warmup_ppo_stage(cfg: Any, out: Path, progress: Progress | None = None,
     from cuda_agent.rl.stage_io import load_task_list
 
     trainee = load_trainee(cfg)
-    backend = dict(cfg.get("eval.backend") or {"kind": "local"})
+    backend = cfg.eval.backend
     score = reward_fn or (lambda text, tj: warmup_reward(text, tj, backend))
-    max_prompt = cfg.get("max_prompt_tokens")
-    repeats = max(1, int(cfg.get("rollout.n", 1)))
-    order = [(prompt_ids(trainee.tokenizer, single_turn_messages(t), int(max_prompt) if max_prompt else None),
-              json.dumps(t.to_dict())) for t in load_task_list(cfg) for _ in range(repeats)]
+    repeats = max(1, cfg.rollout.n)
+    order = [(prompt_ids(trainee.tokenizer, single_turn_messages(t), cfg.max_prompt_tokens), json.dumps(t.to_dict()))
+             for t in load_task_list(cfg) for _ in range(repeats)]
     generator = HFGenerator(trainee.actor, trainee.tokenizer, temperature=trainee.settings.temperature)
-    per_step, steps = int(cfg.get("global_batch", 4)), int(cfg.require("total_steps"))
-    max_tokens = int(cfg.require("max_response_tokens"))
+    per_step, steps = cfg.global_batch, int(cfg.need("total_steps"))
+    max_tokens = cfg.max_response_tokens
     history: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
     done = 0

@@ -1,4 +1,6 @@
-"""A tiny model and a tokenizer built locally (no downloads), for the tiny end-to-end run, tests and demos.
+"""A tiny model and a tokenizer built locally (no downloads), for the RL tests and the CPU benchmarks
+(benchmarks/rl_tiny.py, benchmarks/verl_launch.py, which put this folder on their import path). Not in the library:
+no command needs a randomly initialised model.
 
 The tokenizer is a byte-level BPE trained with the ``tokenizers`` package on texts we give it (the agent's prompts,
 tasks, scripted solutions), wrapped as a transformers fast tokenizer with the ChatML/Hermes special tokens and a
