@@ -19,13 +19,16 @@ Two differences from the evaluator in a pool worker, both because it runs inside
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.compiler import BuildResult
 from cuda_agent.errors import ConfigError
 from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.pool import EvalJob, StandInEvaluator
 from cuda_agent.pool.evaluators import STANDIN_FILE
+from cuda_agent.pool.job import SolutionSnapshot
 
 STAND_IN_NOTE = "stand-in backend (no GPU): nothing was compiled; the stand-in evaluator scores visible features"
 IN_PROCESS_FAULTS = ("broken", "error")
@@ -53,18 +56,12 @@ class StandInPool:
             future.set_exception(exc)
         return future
 
-    def submit_build(self, workspace: Any) -> Future[Any]:
-        from cuda_agent.compiler.builder import BuildResult
-
-        future: Future[Any] = Future()
+    def submit_build(self, workspace: Any) -> Future[BuildResult]:
+        future: Future[BuildResult] = Future()
         future.set_result(BuildResult(ok=True, library=None, seconds=0.0, log=STAND_IN_NOTE))
         return future
 
 
 def _without_fault_requests(job: EvalJob) -> EvalJob:
-    from dataclasses import replace
-
-    from cuda_agent.pool.job import SolutionSnapshot
-
     files = {path: content for path, content in job.solution.files if Path(path).name != STANDIN_FILE}
     return replace(job, solution=SolutionSnapshot.from_files(files, job.solution.kind))
