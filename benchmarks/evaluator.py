@@ -54,7 +54,7 @@ def describe(result: EvalResult, wall_s: float) -> str:
     return (f"{wall_s:.2f} s {result.stage} {','.join(result.rule_names)} {result.reason[:160]!r} "
             f"cand {result.candidate.median_ms if result.candidate else None} eager "
             f"{result.eager.median_ms if result.eager else None} s_e {result.speedup_eager} "
-            f"K {clock.get('batch')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}")
+            f"K {clock.get('batch')} {clock.get('clock')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}")
 
 
 def spread(values: list[float]) -> tuple[float, float]:
@@ -97,6 +97,7 @@ class Run:
                           "reward": result.reward, "ok": ok, "speedup_eager": result.speedup_eager,
                           "speedup_compile": result.speedup_compile, "wall_s": wall, "repeat": self.repeat,
                           "judge_ms": result.candidate.median_ms if result.candidate else None,
+                          "clock": (result.extra.get("judge_clock") or {}).get("clock"),
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6]})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         if not ok:
@@ -246,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     fast = [r for r in hon if r.get("judge_ms") is not None and 0.01 <= r["judge_ms"] <= 1.0]
     precision = [r for r in adv if "precision" in (r.get("style") or ())]
     metrics.update({"honest_fast_total": len(fast), "honest_fast_accepted": sum(bool(r["ok"]) for r in fast),
+                    "graph_clock_cases": sum(r.get("clock") == "graph_replay" for r in rows),
+                    "host_launched_cases": sum(r.get("clock") == "host_launched" for r in rows),
                     "precision_cases_total": len(precision),
                     "precision_cases_rejected": sum(bool(r["ok"]) for r in precision)})
     ncu_file = ROOT / "benchmarks" / "results" / "timing_vs_ncu.json"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing ncu compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock ncu ncuhost compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -63,6 +63,10 @@ for s in "${stages[@]}"; do
     parity) stage parity "${PARITY_LIMIT_S:-420}" python3 benchmarks/relaxed_parity.py --kernelbench-src .carry/kernelbench_eval/kernelbench --wheels .carry/kernelbench_wheels --jobs 8 ;;
     # the judge's clock against Nsight Compute (NCU_CASES: honest case names; empty: every GPU honest case)
     ncu) stage ncu "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu.log" ;;
+    # the same with the graph clock off (benchmarks/results/timing_vs_ncu_host_launched.json)
+    ncuhost) stage ncuhost "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --host-launched --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_host.log" ;;
+    # the graph clock: time_graphed, replayed requests, the fall-backs, checks on replays
+    graphclock) stage graphclock 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests/evaluator/test_graph_clock_gpu.py tests/evaluator/test_timing_gpu.py 2>&1 | tee "$0"' "$OUT/graph_clock_tests.log" ;;
     # the judge's timer and clock arithmetic on the GPU
     timing) stage timing 240 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 tests/evaluator/test_timing_gpu.py tests/evaluator/test_judge_units.py 2>&1 | tee "$0"' "$OUT/timing_tests.log" ;;
     taskcode) stage taskcode 590 python3 benchmarks/sandbox_task_code.py --device cuda --profile --compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3 ;;

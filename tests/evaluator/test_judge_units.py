@@ -78,8 +78,22 @@ def test_buffers_detect_out_of_bounds_writes_and_mutated_inputs() -> None:
     bufset.close()
 
 
-def _requests(spans_ms: list[float], calls: int, label: str = "request", reported: float = 1.0) -> list[Sample]:
-    return [Sample(label, span, calls, reported) for span in spans_ms]
+def _requests(spans_ms: list[float], calls: int, label: str = "request", reported: float = 1.0,
+              graph: bool = False) -> list[Sample]:
+    return [Sample(label, span, calls, reported, graph=graph) for span in spans_ms]
+
+
+def test_replayed_requests_subtract_the_null_graphs_span_not_the_host_launched_one() -> None:
+    """The null spans of host-launched requests include K launches from Python; a replay's do not. Subtracting the
+    wrong kind would take the host's launch cost off a replay's device time (or leave it on a host-launched one)."""
+    host_null = _requests([0.900 + 0.002 * (i % 3) for i in range(8)], 16, "null")
+    graph_null = _requests([0.100 + 0.002 * (i % 3) for i in range(8)], 16, "null", graph=True)
+    replays = _requests([0.102 + 16 * 0.020] * 6, 16, graph=True)  # 16 calls of 20 us
+    stats = measure.judge_times(replays, host_null + graph_null, cuda=True)
+    assert stats.median_ms == pytest.approx(0.020, rel=0.01) and stats.clock == "judge_graph"
+    launched = measure.judge_times(_requests([0.902 + 16 * 0.020] * 6, 16), host_null + graph_null, cuda=True)
+    assert launched.median_ms == pytest.approx(0.020, rel=0.01) and launched.clock == "judge"
+    assert measure.null_spans(host_null + graph_null, 16, True) == [n.wall_ms for n in graph_null]
 
 
 def test_judge_times_are_the_span_less_the_null_span_over_the_calls_and_ignore_reports() -> None:
@@ -140,6 +154,66 @@ def test_kernel_audit_notes_unused_kernels_and_names_a_silenced_tap() -> None:
         ["audit_evasion"]
     assert [r for r, _ in kernels.audit({"ok": True, "tap": False}, [1], own, strict=True,
                                         expect_copies=True).rules] == ["audit_evasion"]
+
+
+def _replay_trace(kernels_run: list[str], launch: bool = True) -> list[dict]:
+    """A profiler trace of one replayed request (first call 7): the graph launch inside the runner's range, then
+    the kernels and the output copy the replay ran, correlated with that launch."""
+    events = [{"cat": "user_annotation", "name": "ca_graph:7", "ts": 0, "dur": 10}]
+    if launch:
+        events.append({"cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 2, "dur": 3, "args": {"correlation": 40}})
+    events += [{"cat": "kernel", "name": name, "ts": 20 + 10 * i, "dur": 9, "args": {"correlation": 40, "stream": 7}}
+               for i, name in enumerate(kernels_run)]
+    events.append({"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "ts": 90, "dur": 1,
+                   "args": {"correlation": 40, "stream": 7}})
+    return events
+
+
+FUSED = "fused_kernel(float const*, float*, long)"
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+
+
+def test_a_replayed_requests_records_are_audited_under_its_first_call() -> None:
+    from cuda_agent.evaluator.runner.tap import attribute
+
+    honest = _inventory(attribute(_replay_trace([FUSED])))
+    assert set(honest["calls"]) == {"graph:7"}
+    assert kernels.audit(honest, [], (FUSED,), strict=True, expect_copies=True, replays=[(7, 2)]).rules == []
+    rows = kernels.breakdown(honest, [7, 8], [(7, 2)])
+    assert [(r["name"], r["total_us"]) for r in rows] == [(FUSED, 4.5)]  # 9 us over the request's 2 calls
+    # a replay recorded without the runner's graph launch was not recorded as it ran (a tap switched off)
+    silenced = _inventory(attribute(_replay_trace([FUSED], launch=False)))
+    assert [r for r, _ in kernels.audit(silenced, [], (FUSED,), strict=True, expect_copies=True,
+                                        replays=[(7, 2)]).rules] == ["audit_evasion"]
+
+
+def test_pytorch_kernels_in_a_replay_count_unless_an_allowed_operator_launched_them_in_an_eager_call() -> None:
+    """A replay's kernels have no operator above them. A fill that an eager call launched under ``aten::fill_``
+    (zeros before an atomic sum) is allowed in the replay too; a PyTorch kernel seen only in replays is compute."""
+    from cuda_agent.evaluator.runner.tap import attribute
+
+    replay = attribute(_replay_trace([FILL, FUSED]))
+    eager = {"1": [{"name": FILL, "kind": "kernel", "op": "aten::fill_"}, {"name": FUSED, "kind": "kernel", "op": ""}],
+             "copy:1": [COPY]}
+    with_eager = _inventory({**replay, **eager})
+    assert kernels.audit(with_eager, [1], (FUSED,), strict=True, expect_copies=True, replays=[(7, 1)]).rules == []
+    replay_only = _inventory(replay)
+    assert [r for r, _ in kernels.audit(replay_only, [], (FUSED,), strict=True, expect_copies=True,
+                                        replays=[(7, 1)]).rules] == ["torch_compute_in_forward"]
+
+
+def test_only_plain_contiguous_tensor_outputs_are_captured() -> None:
+    """The runner captures a request only where each output's copy replays as a plain memory copy (what the
+    audit expects of a replay) of a tensor shaped like the reference's."""
+    from cuda_agent.evaluator.runner.serve import _copy_out, _not_graphable
+
+    outs = [torch.empty(4, 6)]
+    assert _not_graphable(torch.ones(4, 6), _copy_out(torch.ones(4, 6), outs, torch.device("cpu"))) == ""
+    transposed = torch.ones(6, 4).t()
+    assert "contiguous" in _not_graphable(transposed, _copy_out(transposed, outs, torch.device("cpu")))
+    assert "other than tensors" in _not_graphable((torch.ones(4, 6), 3), _copy_out((torch.ones(4, 6), 3), outs,
+                                                                                   torch.device("cpu")))
+    assert "shape" in _not_graphable(torch.ones(4, 5), _copy_out(torch.ones(4, 5), outs, torch.device("cpu")))
 
 
 def test_perturbed_construction_is_identical_under_one_seed_and_breaks_constant_init() -> None:

@@ -66,6 +66,9 @@ class EvalConfig:
             (0 turns the re-timing off). This cancels drift between evaluations (clocks, where the inputs landed
             in memory); the cap bounds what a candidate could gain by slowing the re-timed reference.
         max_log_chars: logs kept in the result are trimmed to this many characters.
+        graph_clock: on a GPU, time the candidate and both baselines as replays of CUDA graphs captured on the
+            judge's buffers (device work only, what Nsight Compute sums), where all three can be captured; off,
+            or where one cannot, all three are timed with host-launched requests (host launch cost included).
         unsandboxed_trusted_code: run the candidate without the sandbox. Only for code you wrote yourself: without
             the sandbox it reads the host's files and environment. Where no sandbox can be made and this is off,
             evaluation refuses (an error saying what is missing).
@@ -94,6 +97,7 @@ class EvalConfig:
     sol_tolerance: float = 0.9
     baseline_drift_limit: float = 0.05
     max_log_chars: int = 4000
+    graph_clock: bool = True
     unsandboxed_trusted_code: bool = False
 
     def __post_init__(self) -> None:

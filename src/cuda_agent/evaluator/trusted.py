@@ -32,7 +32,7 @@ from cuda_agent.tasks.task import Task
 log = logging.getLogger(__name__)
 
 MAX_REPLY_BYTES = 64 << 20
-MAX_BASELINE_RECORDS = 4
+MAX_BASELINE_RECORDS = 6  # host-launched, graph at K0 and at the graph clock's K, and a refresh of each
 STAGE = "stage"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from cuda_agent.evaluator.profile import kernel_origin
 
@@ -54,9 +54,11 @@ class KernelAudit:
 
 
 def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, ...], *, strict: bool,
-          expect_copies: bool) -> KernelAudit:
-    """Audit the records of the calls ``tokens`` (every checked call). ``expect_copies``: the runner copied
-    outputs in each of these calls, so each must show a memcpy."""
+          expect_copies: bool, replays: Sequence[tuple[int, int]] = ()) -> KernelAudit:
+    """Audit the records of the calls ``tokens`` (every checked call launched from the host, and the calls made
+    while capturing a graph: their operators are recorded though nothing runs) and of the replayed requests
+    ``replays`` ((first token, output copies the graph holds) each). ``expect_copies``: the runner copied outputs
+    in each of these calls, so each must show a memcpy; a replay must show the runner's graph launch."""
     result = KernelAudit()
     calls = inventory.get("calls") if isinstance(inventory.get("calls"), dict) else {}
     if not inventory.get("ok") or not inventory.get("tap"):
@@ -73,6 +75,14 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
         # call, so a call whose records lack it had its records switched off or filtered.
         result.rules.append(("audit_evasion", f"{len(missing_copy)} of {len(tokens)} calls have no record of the "
                                               "evaluator's own output copy"))
+    unseen = [first for first, _ in replays
+              if not any(r.get("kind") == "graph_launch" for r in calls.get(f"graph:{first}", []))]
+    if unseen:
+        # Rationale: the runner launches the graph inside the replay's range in every replayed request, so a replay
+        # whose records lack that launch had its records switched off or filtered. (The launch, not the replayed
+        # copies: what the profiler records of a graph's nodes depends on its CUPTI version.)
+        result.rules.append(("audit_evasion", f"{len(unseen)} of {len(replays)} replayed requests have no record of "
+                                              "the evaluator's own graph launch"))
     forbidden: dict[str, int] = {}
     moved: dict[str, int] = {}
     for token in tokens:
@@ -88,28 +98,34 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
     if moved:
         shown = ", ".join(f"{k} x{n}" for k, n in sorted(moved.items())[:6])
         result.rules.append(("audit_evasion", f"work ran inside the evaluator's output copy: {shown}"))
-    for token in tokens:
-        for record in calls.get(str(token), []):
-            if record.get("kind") == "op":
-                op = str(record.get("name") or "")
-                if strict and not STRICT_ALLOWED_OPS.match(op):
-                    forbidden[op] = forbidden.get(op, 0) + 1
-                continue
-            if record.get("kind") != "kernel":
-                continue
-            result.launches += 1
-            name = str(record.get("name", ""))
-            own = _normal(name) in own_full or (_base(name) in own_base and _base(name) != "")
-            if own:
-                result.own_launched += 1
-            op = str(record.get("op") or "")
-            if strict and op.startswith("aten::") and not STRICT_ALLOWED_OPS.match(op):
-                # Rationale: strict mode forbids PyTorch compute; the launching operator, not the name, says it was
-                # PyTorch's (cuBLAS under aten::mm is PyTorch's matmul; cuBLAS with no operator above it is the
-                # solution's own C++).
-                forbidden[f"{op} -> {name[:80]}"] = forbidden.get(f"{op} -> {name[:80]}", 0) + 1
-            elif strict and not own and not op and kernel_origin(name) == "pytorch":
-                forbidden[f"PyTorch kernel {name[:80]}"] = forbidden.get(f"PyTorch kernel {name[:80]}", 0) + 1
+    records = [(r, False) for t in tokens for r in calls.get(str(t), [])]
+    records += [(r, True) for first, _ in replays for r in calls.get(f"graph:{first}", [])]
+    # kernels PyTorch launched under an allowed operator in a host-launched call (a fill before an atomic sum): a
+    # replay runs them with no operator above them, so their names alone do not make them compute
+    allowed = {str(r.get("name", "")) for r, replayed in records if not replayed and r.get("kind") == "kernel"
+               and STRICT_ALLOWED_OPS.match(str(r.get("op") or ""))}
+    for record, replayed in records:
+        if record.get("kind") == "op":
+            op = str(record.get("name") or "")
+            if strict and not STRICT_ALLOWED_OPS.match(op):
+                forbidden[op] = forbidden.get(op, 0) + 1
+            continue
+        if record.get("kind") != "kernel":
+            continue
+        result.launches += 1
+        name = str(record.get("name", ""))
+        own = _normal(name) in own_full or (_base(name) in own_base and _base(name) != "")
+        if own:
+            result.own_launched += 1
+        op = str(record.get("op") or "")
+        if strict and op.startswith("aten::") and not STRICT_ALLOWED_OPS.match(op):
+            # Rationale: strict mode forbids PyTorch compute; the launching operator, not the name, says it was
+            # PyTorch's (cuBLAS under aten::mm is PyTorch's matmul; cuBLAS with no operator above it is the
+            # solution's own C++).
+            forbidden[f"{op} -> {name[:80]}"] = forbidden.get(f"{op} -> {name[:80]}", 0) + 1
+        elif strict and not own and not op and kernel_origin(name) == "pytorch" and \
+                not (replayed and name in allowed):
+            forbidden[f"PyTorch kernel {name[:80]}"] = forbidden.get(f"PyTorch kernel {name[:80]}", 0) + 1
     if forbidden:
         shown = ", ".join(f"{k} x{n}" for k, n in sorted(forbidden.items())[:8])
         result.rules.append(("torch_compute_in_forward", f"PyTorch compute in forward: {shown}"))
@@ -122,12 +138,16 @@ def audit(inventory: dict[str, Any], tokens: list[int], own_kernels: tuple[str, 
     return result
 
 
-def breakdown(inventory: dict[str, Any], tokens: list[int]) -> tuple[dict[str, Any], ...]:
-    """Per-kernel time of one call, averaged over ``tokens``: rows of ``name``, ``total_us``, ``calls``."""
+def breakdown(inventory: dict[str, Any], tokens: list[int],
+              replays: Sequence[tuple[int, int]] = ()) -> tuple[dict[str, Any], ...]:
+    """Per-kernel time of one call, averaged over ``tokens`` (the timed calls; those of replayed requests are
+    recorded under their request's first call, ``replays``): rows of ``name``, ``total_us``, ``calls``."""
     calls = inventory.get("calls") if isinstance(inventory.get("calls"), dict) else {}
+    replayed = {first for first, _ in replays}
+    keys = [f"graph:{t}" if t in replayed else str(t) for t in tokens]
     totals: dict[str, list[float]] = {}
-    for token in tokens:
-        for record in calls.get(str(token), []):
+    for key in keys:
+        for record in calls.get(key, []):
             if record.get("kind") != "kernel":
                 continue
             entry = totals.setdefault(str(record.get("name", "?")), [0.0, 0.0])

@@ -11,6 +11,11 @@ that a forged report could use. K is fixed from the reference's own time before 
 a request spans about `TARGET_REQUEST_MS` and the per-request overhead's noise is divided among many calls.
 Baselines are timed in the judge's process by `timing.time_batched`: the same K, the same output copies, the same
 null subtraction.
+
+On a GPU, where the reference, its torch.compile and the candidate's forward can all be captured in a CUDA graph,
+all three are timed on the graph clock instead (`timing.time_graphed`; the candidate's timed requests replay one
+graph, `Session.capture`): device work only, the quantity Nsight Compute sums. Where any of them cannot, all three
+are timed with host-launched requests, so a speedup always compares times taken alike.
 """
 from __future__ import annotations
 
@@ -38,17 +43,25 @@ BASELINE_REQUESTS = 15       # requests of K calls each that time eager PyTorch 
 
 def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> TimingStats:
     """The candidate's per-call times on the judge's clock: each timed request's span less the median span of the
-    null requests with as many calls, over the request's calls. Raises ValueError without timed requests."""
-    overheads: dict[int, float] = {}
-    floors: dict[int, float] = {}
-    for calls in {s.calls for s in samples}:
-        same = [n.wall_ms for n in null if n.calls == calls]
-        overheads[calls] = median(same) if same else 0.0
-        floors[calls] = max(resolution_ms(same, calls), MIN_CALL_MS)
-    times = [max((s.wall_ms - overheads[s.calls]) / max(1, s.calls), floors[s.calls]) for s in samples]
+    null requests with as many calls, launched the same way (graph replays or from the host), over the request's
+    calls. Raises ValueError without timed requests."""
+    overheads: dict[tuple[int, bool], float] = {}
+    floors: dict[tuple[int, bool], float] = {}
+    for kind in {(s.calls, s.graph) for s in samples}:
+        same = null_spans(null, *kind)
+        overheads[kind] = median(same) if same else 0.0
+        floors[kind] = max(resolution_ms(same, kind[0]), MIN_CALL_MS)
+    times = [max((s.wall_ms - overheads[(s.calls, s.graph)]) / max(1, s.calls), floors[(s.calls, s.graph)])
+             for s in samples]
     spans = sorted(s.wall_ms / max(1, s.calls) for s in samples)
-    return TimingStats.from_samples(times, clock="judge" if cuda else "judge_cpu",
+    graphed = bool(samples) and all(s.graph for s in samples)
+    return TimingStats.from_samples(times, clock=("judge_graph" if graphed else "judge") if cuda else "judge_cpu",
                                     host_median_ms=spans[len(spans) // 2] if spans else None)
+
+
+def null_spans(null: list[Sample], calls: int, graph: bool) -> list[float]:
+    """The spans of the null requests of ``calls`` calls, replays of the null graph or not (``graph``)."""
+    return [n.wall_ms for n in null if n.calls == calls and n.graph == graph]
 
 
 def resolution_ms(null_spans: list[float], calls: int) -> float:
@@ -118,34 +131,42 @@ def set_bytes(inputs: list[Any], outputs: list[Any]) -> int:
         sum(t.numel() * t.element_size() for t in outputs if isinstance(t, torch.Tensor))
 
 
-def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, batch: int) -> str:
+def baseline_key_for(task_hash: str, config: EvalConfig, device: torch.device, batch: int,
+                     clock: str = "batched") -> str:
     from cuda_agent.evaluator.baselines import baseline_key
 
-    return baseline_key(task_hash, **_key_parts(config, device, batch))
+    return baseline_key(task_hash, **_key_parts(config, device, batch, clock))
 
 
-def _key_parts(config: EvalConfig, device: torch.device, batch: int) -> dict[str, Any]:
+def _key_parts(config: EvalConfig, device: torch.device, batch: int, clock: str = "batched") -> dict[str, Any]:
     """What a baseline key is made of besides the task (kept in the record: the trusted caller recomputes the key)."""
     from cuda_agent.evaluator.baselines import environment_key_parts
 
-    settings = {"timer": "batched", "tf32": False, "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
+    settings = {"timer": clock, "tf32": False, "batch": batch, "requests": BASELINE_REQUESTS, "device": device.type}
     return {"settings": settings, **environment_key_parts(device)}
 
 
-def _batched_timer(fn: Any, sets: Any) -> TimingStats:
-    return timing.time_batched(fn, sets, requests=BASELINE_REQUESTS)
+CLOCKS = ("batched", "graph")  # host-launched requests (`timing.time_batched`), graph replays (`timing.time_graphed`)
+
+
+def _timer(clock: str) -> Any:
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}; expected one of {CLOCKS}")
+    timer = timing.time_graphed if clock == "graph" else timing.time_batched
+    return lambda fn, sets: timer(fn, sets, requests=BASELINE_REQUESTS)
 
 
 def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: Any, config: EvalConfig,
                           device: torch.device, seeds: list[int], batch: int, *,
-                          refresh: bool = False) -> tuple[Any, bool]:
+                          refresh: bool = False, clock: str = "batched") -> tuple[Any, bool]:
     """Eager and torch.compile times of the reference, timed as the candidate is (``batch`` calls a request, see
-    `timing.time_batched`), cached per task, GPU, versions and settings. The judge calls this before the candidate's
-    code is loaded anywhere, or after its process has ended (``refresh``), never while candidate code can run on
-    the device."""
+    `timing.time_batched`, or replays of one graph of them with ``clock="graph"``, see `timing.time_graphed`),
+    cached per task, GPU, versions and settings. The judge calls this before the candidate's code is loaded
+    anywhere, or after its process has ended (``refresh``), never while candidate code can run on the device.
+    Raises `timing.GraphCaptureError` where the eager reference cannot be captured (``clock="graph"``)."""
     from cuda_agent.evaluator.baselines import BaselineCache, measure_baselines
 
-    key = baseline_key_for(task_hash, config, device, batch)
+    key = baseline_key_for(task_hash, config, device, batch, clock)
 
     def measure() -> Any:
         # Rationale: inductor's parallel compile starts worker processes that outlive the compile.
@@ -154,10 +175,10 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
         inductor_config.compile_threads = 1
         sets = [reference.make_inputs(module, seeds[k % len(seeds)] + k, device) for k in range(batch)]
         with exact_fp32():  # the precision fp32 tasks are held to (the evaluator README's precision contract)
-            return measure_baselines(ref_model, sets, key=key, breakdown=device.type == "cuda", timer=_batched_timer)
+            return measure_baselines(ref_model, sets, key=key, breakdown=device.type == "cuda", timer=_timer(clock))
 
     return BaselineCache(config.baseline_cache_dir).get_or_measure(
-        key, measure, {"task": task_hash, **_key_parts(config, device, batch)}, refresh=refresh)
+        key, measure, {"task": task_hash, **_key_parts(config, device, batch, clock)}, refresh=refresh)
 
 
 def drift_factor(paired_ms: float, cached_ms: float) -> float:
@@ -168,11 +189,15 @@ def drift_factor(paired_ms: float, cached_ms: float) -> float:
     return paired_ms / cached_ms
 
 
-def time_reference_again(ref_model: torch.nn.Module, sets: list[list[Any]], config: EvalConfig) -> TimingStats:
+def time_reference_again(ref_model: torch.nn.Module, sets: list[list[Any]], config: EvalConfig,
+                         clock: str = "batched") -> TimingStats:
     """Eager PyTorch on the candidate's own buffer sets (one request's worth), in the judge, after the candidate's
-    process ended, timed as the baselines are."""
+    process ended, timed as the baselines are (on ``clock``)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}; expected one of {CLOCKS}")
+    timer = timing.time_graphed if clock == "graph" else timing.time_batched
     with exact_fp32():
-        return timing.time_batched(ref_model, sets, requests=5, time_cap_s=PAIRED_TIME_CAP_S)
+        return timer(ref_model, sets, requests=5, time_cap_s=PAIRED_TIME_CAP_S)
 
 
 def output_floor_ms(outputs: list[torch.Tensor], device: torch.device) -> float:

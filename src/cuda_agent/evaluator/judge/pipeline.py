@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from cuda_agent.errors import SandboxError, TaskError
+from cuda_agent.evaluator import timing
 from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, precision, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
@@ -133,6 +134,11 @@ class Evaluation:
         self.run_shape: dict[str, Any] = {}
         self._variant_sets: dict[str, Any] = {}
         self.zero_mean_plan: precision.ZeroMeanPlan | None = None
+        # the graph clock (`measure`): on where the reference, its torch.compile and the candidate all capture
+        self.graph_clock = self.cuda and config.profile and config.graph_clock
+        self.graph_note = ""
+        self.graph_baselines: Any = None
+        self.graph_batch = 1
 
     def seed(self) -> int:
         return self._rng.getrandbits(48)
@@ -221,6 +227,12 @@ class Evaluation:
             clock.start("baselines")
             baselines, _hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, config,
                                                             self.device, [self.seed() for _ in range(3)], self.batch)
+            if self.graph_clock:
+                try:
+                    self.graph_baselines = self._graph_baselines(ref_model, module, per_set)
+                except Exception as exc:  # noqa: BLE001 - the host-launched baselines above still stand
+                    self._graph_off(f"the reference is not timed on CUDA-graph replays ({type(exc).__name__}: "
+                                    f"{str(exc)[:300]})")
 
         clock.start("candidate_process")
         session = Session(proc=proc, config=config, device=self.device, module=module, ref_model=ref_model,
@@ -235,9 +247,12 @@ class Evaluation:
             session.calibrate_precision([probe_inputs, reference.make_inputs(module, self.seed(), self.device)])
             if config.profile:
                 size = self.batch
+                fresh = lambda: reference.make_inputs(module, self.seed(), self.device)  # noqa: E731
                 while size <= self.max_batch:  # every K the run may use, before any candidate code loads
-                    session.calibrate(sets[:size], lambda: reference.make_inputs(module, self.seed(), self.device),
-                                      NULL_REQUESTS)
+                    session.calibrate(sets[:size], fresh, NULL_REQUESTS)
+                    if self.graph_clock and size == self.graph_batch and \
+                            not session.calibrate(sets[:size], fresh, NULL_REQUESTS, graph=True):
+                        self._graph_off("the null model's requests could not be captured in a CUDA graph")
                     size *= 2
             clock.start("candidate_load")
             self._load(proc, prepared, model_seed, init, {"keys": perturbed_keys} if perturb else False, ref_model)
@@ -309,6 +324,29 @@ class Evaluation:
         most = measure.batch_size(0.0, per_set, self.device)
         return first, max(first, most)
 
+    def _graph_batch(self, session: Session, sets: list[Any], module: Any) -> bool:
+        """The candidate's request captured at K = ``self.graph_batch`` (fixed, like the baselines' K, from the
+        reference's replayed time before any candidate code loaded) and replayed once on trial
+        (`Session.trial_replay`); whether the timed requests are replays. Where the capture or the trial fails the
+        graph clock goes off, the candidate's graphs are dropped, and the run goes on host-launched. Rationale: K
+        taken from anything the candidate does (a slow first replay) would let it choose a small K, and with it the
+        per-request latencies that are divided by K."""
+        fresh = lambda: reference.make_inputs(module, self.seed(), self.device)  # noqa: E731
+        batch = self.graph_batch
+        try:
+            number, why = session.capture(sets[:batch], fresh)
+        except CallFailed as exc:
+            number, why = None, f"{exc.stage}: {exc.reason}"
+        if number is None:
+            self._graph_off(f"the candidate's forward cannot be captured in a CUDA graph ({why})")
+            return False
+        wrong = session.trial_replay([Call(b, fresh(), f"trial replay {k}") for k, b in enumerate(sets[:batch])])
+        if wrong:
+            self._graph_off(f"a replay of the captured graph did not reproduce forward ({wrong})")
+            session.release()
+            return False
+        return True
+
     def _adapted_batch(self, per_call_ms: float) -> int:
         """K for the requests after the warm-up: doubled from K0 while a request of the candidate's calls (their
         time on the judge's clock in the last warm-up request, ``per_call_ms``) stays within
@@ -357,6 +395,8 @@ class Evaluation:
         per_call = measure.judge_times(session.history[-1:], session.null_samples, self.cuda).median_ms \
             if session.history else 0.0
         batch = self._adapted_batch(per_call)
+        if self.graph_clock and not state.violations and self._graph_batch(session, sets, module):
+            batch = self.graph_batch
         requests = self._request_plan(len(variants), batch, per_call) if not state.violations else 0
         slots = requests * batch
         positions = self._rng.sample(range(slots), min(len(variants), slots))
@@ -371,10 +411,14 @@ class Evaluation:
                 call = self._variant(session, variant, bufset) if variant is not None else None
                 calls.append(call or Call(bufset, reference.make_inputs(module, self.seed(), self.device),
                                           f"call {r * batch + k}", keep=True))
+            graph = session.graph_for(calls) if self.graph_clock else None
             # Rationale: every request is timed but one holding a call of another shape (its work is another size);
-            # value variants (scales, zero-mean) change no honest kernel's work
-            timed = not any(c.rule == "shape_specialized" for c in calls)
-            failed = self._run_request(session, calls, f"request {r}", timed, checked_tokens, timed_tokens)
+            # value variants (scales, zero-mean) change no honest kernel's work. On the graph clock the timed
+            # requests are the replays (one that cannot replay, its values besides the tensors changed, is not)
+            timed = not any(c.rule == "shape_specialized" for c in calls) and (graph is not None or
+                                                                               not self.graph_clock)
+            failed = self._run_request(session, calls, f"request {r}", timed, checked_tokens, timed_tokens,
+                                       graph=graph)
             if failed is not None:
                 return self._incorrect(session, failed, prepared, module, sets)
             if state.violations:
@@ -384,8 +428,10 @@ class Evaluation:
         proc.close()  # Rationale: nothing of the candidate's may run while the judge times eager PyTorch again
         if inventory is not None:
             copied = set(session.copied_tokens)
-            audit = kernels.audit(inventory, [t for t in checked_tokens if t in copied], prepared.own_kernels,
-                                  strict=config.mode == "strict", expect_copies=True)
+            eager = [t for t in [*checked_tokens, *session.capture_tokens]
+                     if t in copied and t not in session.replayed_tokens]
+            audit = kernels.audit(inventory, eager, prepared.own_kernels, strict=config.mode == "strict",
+                                  expect_copies=True, replays=session.graph_requests)
             for rule, detail in audit.rules:
                 state.fire(rule, detail)
             state.notes.extend(audit.notes)
@@ -403,9 +449,9 @@ class Evaluation:
         return self._timed(session, prepared, sets, baselines, ref_model, module, inventory, timed_tokens)
 
     def _run_request(self, session: Session, calls: list[Call], label: str, timed: bool, checked: list[int],
-                     timed_tokens: list[int]) -> str | None:
+                     timed_tokens: list[int], graph: int | None = None) -> str | None:
         """One request and its variants' rules; the reason of an ordinary call that was wrong, else None."""
-        outcomes = session.request(calls, label, timed=timed)
+        outcomes = session.request(calls, label, timed=timed, graph=graph)
         tokens = [c.token for c in calls[:len(outcomes)]]
         checked.extend(tokens)
         if timed:
@@ -518,12 +564,48 @@ class Evaluation:
                            notes=tuple(self.state.notes))
         return replace(result, reward=earned, continuous_reward=continuous(result))
 
+    def _graph_baselines(self, ref_model: torch.nn.Module, module: Any, per_set: int) -> Any:
+        """The baselines on the graph clock, and the graph clock's K (``self.graph_batch``): from the reference's
+        replayed time as if the candidate were `ASSUMED_SPEEDUP` times faster, within the device's memory, the
+        baselines timed again at that K where it differs from K0. Raises where the reference cannot be captured,
+        and where torch.compile's cannot (a compiled time taken from eager would make "faster than torch.compile"
+        mean faster than eager)."""
+        def measured(batch: int) -> Any:
+            times, _hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, self.config,
+                                                        self.device, [self.seed() for _ in range(3)], batch,
+                                                        clock="graph")
+            if times.compile_error:
+                raise timing.GraphCaptureError(f"torch.compile's baseline: {times.compile_error[:300]}")
+            return times
+
+        graphed = measured(self.batch)
+        batch = min(measure.batch_size(graphed.eager.median_ms / ASSUMED_SPEEDUP, per_set, self.device),
+                    self.max_batch)
+        batch = max(batch, self.batch)
+        if batch != self.batch:
+            graphed = measured(batch)
+        self.graph_batch = batch
+        return graphed
+
+    def _graph_off(self, why: str) -> None:
+        """Every time of this evaluation on host-launched requests instead of graph replays, and why."""
+        if self.graph_clock:
+            self.graph_clock = False
+            self.graph_note = why[:600]
+            self.state.notes.append(f"timed with host-launched requests, not CUDA-graph replays: {why}"[:700])
+
     def _timed(self, session: Session, prepared: Prepared, sets: list[Any], baselines: Any,
                ref_model: torch.nn.Module, module: Any, inventory: Any, timed_tokens: list[int]) -> EvalResult:
         config, state = self.config, self.state
+        clock_name = "graph" if self.graph_clock and session.samples and all(s.graph for s in session.samples) \
+            else "batched"
+        if clock_name == "graph":
+            baselines = self.graph_baselines
         stats = measure.judge_times(session.samples or session.history[-1:], session.null_samples, self.cuda)
         fields: dict[str, Any] = {"candidate": stats}
-        extra = {"judge_clock": {"batch": self.run_shape.get("batch"), "timed_requests": len(session.samples),
+        extra = {"judge_clock": {"clock": "graph_replay" if clock_name == "graph" else "host_launched",
+                                 "graph_note": self.graph_note,
+                                 "batch": self.run_shape.get("batch"), "timed_requests": len(session.samples),
                                  "null_requests": len(session.null_samples),
                                  "null_request_ms": measure.median([s.wall_ms for s in session.null_samples])
                                  if session.null_samples else None,
@@ -541,7 +623,7 @@ class Evaluation:
             state.check("judge_clock")
         timing_sets = [[s.view if s is not None else x for s, x in zip(b.inputs, b.scalars)] for b in sets]
         if baselines is not None:
-            baselines, drift, paired = self._drift(baselines, ref_model, module, timing_sets)
+            baselines, drift, paired = self._drift(baselines, ref_model, module, timing_sets, clock_name)
             fields.update(eager=baselines.eager, compile=baselines.compile, eager_paired=paired,
                           baseline_drift=drift)
             s_e, lo_e, hi_e = speedup_with_spread(baselines.eager.scaled(drift), stats)
@@ -554,10 +636,11 @@ class Evaluation:
                 fields["compile_kernel_breakdown"] = baselines.compile_kernels
         if self.cuda:
             batch = session.samples[0].calls if session.samples else 1
-            resolution = measure.resolution_ms([n.wall_ms for n in session.null_samples if n.calls == batch], batch)
+            resolution = measure.resolution_ms(measure.null_spans(session.null_samples, batch, clock_name == "graph"),
+                                               batch)
             self._floors(sets[0], stats, ref_model, fields, resolution)
         if config.kernel_breakdown and inventory is not None:
-            fields["kernel_breakdown"] = kernels.breakdown(inventory, timed_tokens)
+            fields["kernel_breakdown"] = kernels.breakdown(inventory, timed_tokens, session.graph_requests)
         common = self._common(prepared)
         common["extra"].update(extra)
         if state.violations:
@@ -569,7 +652,7 @@ class Evaluation:
         return self._with_reward(EvalResult(task_id=self.task.id, stage="timed", correct=True, **fields, **common))
 
     def _drift(self, baselines: Any, ref_model: torch.nn.Module, module: Any,
-               sets: list[list[Any]]) -> tuple[Any, float, Any]:
+               sets: list[list[Any]], clock: str = "batched") -> tuple[Any, float, Any]:
         """Rationale: cached baselines carry the conditions of the evaluation that measured them. Eager PyTorch is
         timed again now, on the candidate's own buffers, with the candidate's process gone; within
         ``baseline_drift_limit`` the cached times are scaled by the drift, beyond it they are measured again (and
@@ -578,7 +661,7 @@ class Evaluation:
         if limit <= 0:
             return baselines, 1.0, None
         try:
-            paired = measure.time_reference_again(ref_model, sets, self.config)
+            paired = measure.time_reference_again(ref_model, sets, self.config, clock)
         except Exception as exc:  # noqa: BLE001 - the cached baselines still stand
             self.state.notes.append(f"eager PyTorch could not be timed again: {type(exc).__name__}: {exc}"[:300])
             return baselines, 1.0, None
@@ -588,7 +671,8 @@ class Evaluation:
         self.state.notes.append(f"eager PyTorch ran {drift:.3f}x its cached time; the baselines were measured "
                                 "again (beyond baseline_drift_limit)")
         fresh, _ = measure.measure_baselines_for(self.task.code_hash, ref_model, module, self.config, self.device,
-                                                 [self.seed() for _ in range(3)], self.batch, refresh=True)
+                                                 [self.seed() for _ in range(3)], self.batch, refresh=True,
+                                                 clock=clock)
         return fresh, 1.0, paired
 
     def _floors(self, bufset: Any, stats: Any, ref_model: torch.nn.Module, fields: dict[str, Any],

@@ -14,10 +14,17 @@ copy of the outputs, and a call's time is that span less the same span of the ru
 buffers, ready-made outputs) divided by K (`measure.judge_times`). K is fixed before any candidate code loads, from
 the reference's own time, so the per-request overhead (the channel, waking the process, the one synchronisation)
 is shared by many calls instead of added to each.
+
+On a GPU the timed requests are, where the candidate's forward can be captured, replays of one CUDA graph that holds
+the request's K calls and the runner's output copies, captured after the warm-up requests on the same buffers
+(`capture`); the null model's requests are replays of its own graph. Then no host code of the candidate's runs in a
+timed request at all, and the span less the null span is the calls' device work. A replay is a request like any
+other: fresh inputs in the same buffers, every call checked.
 """
 from __future__ import annotations
 
 import copy
+import json
 import math
 import random
 import time
@@ -58,6 +65,7 @@ class Sample:
     reported_ms: float = math.nan
     reported_host_ms: float = math.nan
     stamps: dict[str, float] = field(default_factory=dict)
+    graph: bool = False  # a replay of a captured graph (the null spans subtracted must be replays too)
 
 
 @dataclass
@@ -159,6 +167,13 @@ class Session:
         self.earlier: list[Any] = []
         self.token = 0
         self.first_failure = ""
+        self.graph: int | None = None          # the candidate's captured request, when capture succeeded
+        self.graph_keys: list[str] = []        # the buffers and values of its calls
+        self.graph_metas: list[Any] = []       # what the capture said of each call's outputs (the candidate's word)
+        self.graph_requests: list[tuple[int, int]] = []  # (first token, output copies) of every replayed request
+        self.capture_tokens: list[int] = []    # the calls made while capturing (their operators are audited)
+        self.replayed_tokens: set[int] = set()  # the calls of replayed requests (their records are the replay's)
+        self._null_graphs: dict[int, tuple[int, list[str]]] = {}
         self._flush_buf: torch.Tensor | None = None
         self._rng = random.SystemRandom()
 
@@ -227,13 +242,96 @@ class Session:
         return math.nan
 
     # -- calibration --------------------------------------------------------------------------------------------
-    def calibrate(self, bufsets: list[BufferSet], make_inputs: Callable[[], list[Any]], requests: int) -> None:
+    def capture(self, bufsets: list[BufferSet], make_inputs: Callable[[], list[Any]], *,
+                null: bool = False) -> tuple[int | None, str]:
+        """One CUDA graph, in the candidate's process, of a request's calls on ``bufsets`` (the candidate's forward,
+        or the null model's with ``null``) and the runner's output copies: its number and "", or None and why capture
+        failed (a failure is no verdict: the requests are then launched from the host, as eager calls are)."""
+        specs = []
+        for bufset in bufsets:
+            self.token += 1
+            values = make_inputs()
+            bufset.load(values)
+            specs.append(bufset.call_spec(values, self.token))
+            if not null:
+                self.capture_tokens.append(self.token)
+        message = {"op": "capture", "calls": specs, "null": null}
+        try:
+            reply, _ = self.proc.call(message, timeout=self.remaining())
+        except CandidateGone as exc:
+            raise CallFailed(exc.stage, exc.reason, exc.log) from exc
+        if not reply.get("ok"):
+            if null:  # the runner's own model: no verdict on the candidate, only no graph clock
+                return None, str(reply.get("reason", ""))[:600]
+            raise CallFailed(str(reply.get("stage", "runtime_error")), str(reply.get("reason", ""))[:2000],
+                             str(reply.get("log", ""))[:8000])
+        number = reply.get("graph")
+        if not isinstance(number, int) or isinstance(number, bool):
+            return None, str(reply.get("reason") or "no graph")[:600]
+        keys = [spec_key(spec) for spec in specs]
+        if null:
+            self._null_graphs[len(bufsets)] = (number, keys)
+        else:
+            metas = reply.get("calls")
+            if not isinstance(metas, list) or len(metas) != len(bufsets):
+                return None, "the capture's reply does not describe its calls"
+            self.graph, self.graph_keys, self.graph_metas = number, keys, metas
+            self.copied_tokens.extend(self.capture_tokens[-len(bufsets):])
+        return number, ""
+
+    def release(self) -> None:
+        """The candidate's graphs dropped in its process (their memory freed): from here on its requests are
+        host-launched. A failure here shows in the next request."""
+        self.graph, self.graph_keys, self.graph_metas = None, [], []
+        try:
+            self.proc.call({"op": "release"}, timeout=min(self.remaining(), 30.0))
+        except CandidateGone:
+            pass
+
+    def trial_replay(self, calls: list[Call]) -> str:
+        """One replay of the captured graph, checked like any request but deciding nothing: "" where every call
+        is right, else why not (then the caller times host-launched requests instead). Rationale: capture can
+        succeed and still leave work out of the graph (a kernel launched on a stream the capture does not follow
+        runs once, at capture time, and never again), so an honest forward could replay wrong; a forward that
+        replays wrong on purpose only gets host-launched requests, every one of them checked as before."""
+        graph = self.graph_for(calls)
+        if graph is None:
+            return "the task's inputs besides the tensors change from call to call" if self.graph else "no graph"
+        kept = (self.state, list(self.earlier), list(self.call_errors))
+        self.state = JudgeState()
+        try:
+            try:
+                outcomes = self.request(calls, "trial replay", graph=graph)
+            except CallFailed as exc:  # a replay that raised or hung: no verdict either (a dead process shows next)
+                return f"{exc.stage}: {exc.reason}"[:600]
+            wrong = next((o.reason for o in outcomes if not o.ok), "")
+            fired = "; ".join(str(v) for v in self.state.violations[:2])
+            return (wrong or fired)[:600]
+        finally:
+            self.state, self.earlier, self.call_errors = kept[0], kept[1], kept[2]
+
+    def graph_for(self, calls: list[Call]) -> int | None:
+        """The captured graph that can answer a request of ``calls`` (the same buffers, in order, and the same
+        values besides the tensors), else None."""
+        if self.graph is None:
+            return None
+        keys = [spec_key(c.bufset.call_spec(c.inputs, 0)) for c in calls]
+        return self.graph if keys == self.graph_keys else None
+
+    def calibrate(self, bufsets: list[BufferSet], make_inputs: Callable[[], list[Any]], requests: int, *,
+                  graph: bool = False) -> bool:
         """Requests of the runner's own null model, before the candidate's code is loaded (so nothing of the
         candidate's can slow them): the same K calls on the same buffers, each copying ready-made outputs, one
         synchronisation; their median span is the overhead `measure.judge_times` subtracts. The judge works around
         each as around a real request (fresh inputs, the flush, a reference and a comparison afterwards, the same
         cadence), so the device and the processes are in the same state as for the requests the overhead is
-        subtracted from; both sides poll rather than sleep while a request is out (`channel.wait_readable`)."""
+        subtracted from; both sides poll rather than sleep while a request is out (`channel.wait_readable`).
+        ``graph``: the null requests are replays of the null model's captured graph (False where it could not be
+        captured)."""
+        if graph and len(bufsets) not in self._null_graphs:
+            number, _why = self.capture(bufsets, make_inputs, null=True)
+            if number is None:
+                return False
         for _ in range(requests):
             inputs = [make_inputs() for _ in bufsets]
             specs = []
@@ -242,20 +340,25 @@ class Session:
                 bufset.load(values)
                 specs.append(bufset.call_spec(values, self.token))
             self._flush()
-            reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs, "null": True}, bufsets)
+            message: dict[str, Any] = {"op": "calls", "calls": specs, "null": True}
+            if graph:
+                message = {"op": "calls", "graph": self._null_graphs[len(bufsets)][0], "first": specs[0]["token"]}
+            reply, wall_ms, snapshots = self._request(message, bufsets)
             self.null_samples.append(Sample("null", wall_ms, len(bufsets), self._reported(reply),
-                                            _number(reply.get("host_ms")), self.last_stamps))
+                                            _number(reply.get("host_ms")), self.last_stamps, graph))
             del snapshots
             with torch.no_grad(), precision.exact_fp32():
                 golden = self.ref_model(*inputs[0])
             compare.compare_outputs(golden, golden, self.config.tolerances)
             self._sync()
             del golden
+        return True
 
     # -- one request --------------------------------------------------------------------------------------------
-    def request(self, calls: list[Call], label: str, *, timed: bool = False) -> list[Outcome]:
-        """One request of ``calls`` (each on fresh inputs in its own buffers) and every check after it. Checking
-        stops at the first call that is wrong; its outcome is the last of the list."""
+    def request(self, calls: list[Call], label: str, *, timed: bool = False, graph: int | None = None) -> list[Outcome]:
+        """One request of ``calls`` (each on fresh inputs in its own buffers) and every check after it; with
+        ``graph`` (from `graph_for`), answered by replaying the captured graph. Checking stops at the first call
+        that is wrong; its outcome is the last of the list."""
         if len({id(c.bufset) for c in calls}) != len(calls):
             raise ValueError("Session.request: two calls of one request share buffers")
         specs = []
@@ -265,9 +368,18 @@ class Session:
             call.bufset.load(call.inputs)
             specs.append(call.bufset.call_spec(call.inputs, call.token))
         self._flush()
-        reply, wall_ms, snapshots = self._request({"op": "calls", "calls": specs}, [c.bufset for c in calls])
+        message: dict[str, Any] = {"op": "calls", "calls": specs}
+        if graph is not None:
+            # the buffers are the capture's (`graph_for`), so the replay needs no specs; it answers no metadata
+            # either, the capture's stands for every replay
+            message = {"op": "calls", "graph": graph, "first": calls[0].token}
+            self.graph_requests.append((calls[0].token, sum(len(c.bufset.outputs) for c in calls)))
+            self.replayed_tokens.update(c.token for c in calls)
+        reply, wall_ms, snapshots = self._request(message, [c.bufset for c in calls])
+        if graph is not None:
+            reply = {**reply, "calls": self.graph_metas}
         sample = Sample(label, wall_ms, len(calls), self._reported(reply), _number(reply.get("host_ms")),
-                        self.last_stamps)
+                        self.last_stamps, graph is not None)
         self.history.append(sample)
         if timed:
             self.samples.append(sample)
@@ -485,6 +597,12 @@ def _breakdown(sent: float, received: float, copied: float, stamps: Any) -> dict
                    calls=(stamps["synced"] - stamps["started"]) * 1e3, reply=(stamps["replied"] - stamps["synced"]) * 1e3,
                    to_judge=(received - stamps["replied"]) * 1e3)
     return out
+
+
+def spec_key(spec: dict[str, Any]) -> str:
+    """A call's buffers and values without its token: what a captured graph is bound to (a request is replayed only
+    where every call's key is the capture's)."""
+    return json.dumps({"args": spec["args"], "outs": spec["outs"]}, sort_keys=True)
 
 
 def _number(value: Any) -> float:

@@ -11,7 +11,10 @@ Protocol (`channel` messages, one request then one reply):
   {"op": "load", ...}     import the solution, construct ModelNew under the judge's seed -> parameter summary
   {"op": "regions", ...}  + descriptors: map shared regions
   {"op": "calls", ...}    K calls back to back (forward on views of the regions, outputs copied into the call's
-                          buffers), one synchronisation at the end -> output metadata per call (times: diagnostics)
+                          buffers), one synchronisation at the end -> output metadata per call (times: diagnostics);
+                          with "graph": N (and "first", the first call's token), a replay of captured graph N
+  {"op": "capture", ...}  K calls and their output copies captured in one CUDA graph -> its number, or why not
+  {"op": "release"}       drop the candidate's graphs
   {"op": "inventory"}     the kernels each call launched (when the kernel tap is on)
   {"op": "stop"}          exit
 """
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 
 from . import channel
+from .graphs import end_failed_capture
 from .perturb import perturbed_init
 from .shm import SharedRegion, dtype_from_name, dtype_name
 
@@ -89,6 +93,7 @@ class Server:
         self.views: dict[tuple[Any, ...], torch.Tensor] = {}
         self.tap: Any = None
         self.null_outputs: dict[tuple[Any, ...], torch.Tensor] = {}
+        self.graphs: dict[int, _Graph] = {}
         self.received = 0.0  # when the request being served arrived (this process's monotonic clock)
 
     # -- loading ------------------------------------------------------------------------------------------------
@@ -202,10 +207,10 @@ class Server:
         then the next call; the whole device is synchronised once, after the last. The judge times the request on
         its own clock; the times reported here (events around each forward, the host clock around the request) are
         diagnostics only."""
-        specs = msg["calls"]
+        if msg.get("graph") is not None:
+            return self._replay(msg)
         null = bool(msg.get("null"))
-        prepared = [([self._arg(a) for a in spec["args"]], [self._view(o) for o in spec["outs"]], int(spec["token"]))
-                    for spec in specs]
+        prepared = self._prepare(msg["calls"])
         cuda = self.device.type == "cuda"
         stream = torch.cuda.current_stream(self.device) if cuda else None
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -251,6 +256,100 @@ class Server:
         return {"ok": True, "calls": [{"outs": meta} for meta in metas], "host_ms": host_ms, "event_ms": reported,
                 "stamps": stamps}
 
+    def _prepare(self, specs: list[dict[str, Any]]) -> list[tuple[list[Any], list[torch.Tensor], int]]:
+        return [([self._arg(a) for a in spec["args"]], [self._view(o) for o in spec["outs"]], int(spec["token"]))
+                for spec in specs]
+
+    def capture(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``msg["calls"]`` captured in one CUDA graph, each call's forward then the runner's copy of its outputs
+        (under the kernel tap's ranges, as a request's calls are); the graph's number, or ``"graph": None`` and the
+        reason capture failed (then the judge times host-launched requests: a failed capture is no verdict). The
+        forward runs once eagerly on the capture stream first, so per-stream handles and workspaces exist."""
+        if self.device.type != "cuda":
+            raise CandidateFailure("eval_error", "CUDA graphs need a CUDA device")
+        null = bool(msg.get("null"))
+        prepared = self._prepare(msg["calls"])
+        if not prepared:
+            raise CandidateFailure("eval_error", "capture of no calls")
+        model_for = (lambda outs: self._null_model(outs)) if null else (lambda outs: self.model)
+        if model_for(prepared[0][1]) is None:
+            raise CandidateFailure("eval_error", "capture before load")
+        tap = self.tap if not null else None
+        current = torch.cuda.current_stream(self.device)
+        stream = torch.cuda.Stream(self.device)
+        try:
+            stream.wait_stream(current)
+            with torch.cuda.stream(stream), torch.no_grad():
+                model_for(prepared[0][1])(*prepared[0][0])
+            current.wait_stream(stream)
+            torch.cuda.synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001 - a forward that fails here fails as a call too
+            return {"ok": True, "graph": None, "reason": f"warm-up on the capture stream: {_brief(exc)}"}
+        graph = torch.cuda.CUDAGraph()
+        metas: list[list[Any]] = []
+        try:  # noqa: SIM105 - the finally below must run whatever the capture raised
+            with torch.cuda.graph(graph, stream=stream):
+                for args, outs, token in prepared:
+                    if tap is not None:
+                        tap.begin(token, "call")
+                    try:
+                        with torch.no_grad():
+                            out = model_for(outs)(*args)
+                    finally:
+                        if tap is not None:
+                            tap.end()
+                    if tap is not None:
+                        tap.begin(token, "copy")
+                    try:
+                        meta = _copy_out(out, outs, self.device)
+                    finally:
+                        if tap is not None:
+                            tap.end()
+                    problem = _not_graphable(out, meta)
+                    if problem:
+                        raise _NotGraphable(problem)
+                    metas.append(meta)
+                    del out
+        except BaseException as exc:  # noqa: BLE001 - capture refuses much legitimate code (it synchronises, ...)
+            end_failed_capture(graph, current)
+            return {"ok": True, "graph": None, "reason": _brief(exc)}
+        number = len(self.graphs) + 1
+        self.graphs[number] = _Graph(graph, null)
+        return {"ok": True, "graph": number, "calls": [{"outs": meta} for meta in metas]}
+
+    def release(self) -> dict[str, Any]:
+        """Drop the candidate's captured graphs and their memory (the null model's stay): the judge times
+        host-launched requests from here on."""
+        self.graphs = {n: g for n, g in self.graphs.items() if g.null}
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+        return {"ok": True}
+
+    def _replay(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A request answered by replaying captured graph ``msg["graph"]`` (its calls and copies, on the buffers it
+        was captured on: the judge sends fresh values into those and no specs), one synchronisation after it.
+        Nothing else runs here, and the reply carries nothing per call (the judge kept the capture's): the
+        runner's own host work inside the judge's clock is the same few steps for the null model's graph and the
+        candidate's, with nothing in it to leave out."""
+        held = self.graphs.get(int(msg["graph"]))
+        if held is None:
+            raise CandidateFailure("eval_error", f"no captured graph {msg['graph']}")
+        tap = self.tap if not held.null else None
+        t0 = _perf()
+        try:
+            if tap is not None:
+                tap.begin(int(msg["first"]), "graph")
+            held.graph.replay()
+            if tap is not None:
+                tap.end()
+            torch.cuda.synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            raise _failure(exc, "graph replay") from exc
+        synced = _perf()
+        return {"ok": True, "stamps": {"received": self.received, "started": t0, "synced": synced,
+                                       "replied": _perf()}}
+
     def _null_model(self, outs: list[torch.Tensor]) -> Any:
         """The calibration model: returns ready-made tensors shaped like the outputs (no kernels of its own)."""
         ready = []
@@ -270,6 +369,34 @@ class Server:
         if self.tap is None:
             return {"ok": True, "calls": {}, "tap": False}
         return {"ok": True, "calls": self.tap.finish(), "tap": True}
+
+
+class _Graph:
+    """A captured request: the graph, and whether it is the null model's."""
+
+    def __init__(self, graph: Any, null: bool) -> None:
+        self.graph = graph
+        self.null = null
+
+
+class _NotGraphable(Exception):
+    pass
+
+
+def _not_graphable(out: Any, meta: list[Any]) -> str:
+    """Why a captured call's output copies would not replay as the plain copies an eager call makes, or ""."""
+    leaves = _flatten(out)
+    if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return "forward returns values other than tensors"
+    if not all(isinstance(m, dict) and m.get("copied") for m in meta):
+        return "an output does not match the reference's shape, dtype or device"
+    if not all(leaf.is_contiguous() for leaf in leaves):
+        return "an output is not contiguous"
+    return ""
+
+
+def _brief(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:500]}"
 
 
 def _copy_out(out: Any, outs: list[torch.Tensor], device: torch.device) -> list[Any]:
@@ -321,6 +448,8 @@ def serve(sock: socket.socket, device: str = "", tap: bool = False) -> int:
         "load": lambda m, f: server.load(m),
         "regions": server.map_regions,
         "calls": lambda m, f: server.calls(m),
+        "capture": lambda m, f: server.capture(m),
+        "release": lambda m, f: server.release(),
         "inventory": lambda m, f: server.inventory(),
     }
     channel.send(sock, {"ok": True, "ready": True, "pid": os.getpid()})

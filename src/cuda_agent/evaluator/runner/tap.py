@@ -66,12 +66,14 @@ class KernelTap:
 
 def attribute(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Group a chrome trace's GPU activities by the range in which they were launched: ``ca_call:N`` (forward of
-    call N, keyed "N") or ``ca_copy:N`` (the runner's output copy, keyed "copy:N")."""
+    call N, keyed "N"), ``ca_copy:N`` (the runner's output copy, keyed "copy:N") or ``ca_graph:N`` (the replay of a
+    captured request whose first call is N, keyed "graph:N": its kernels are launched by the replay)."""
     def key(name: str) -> str:
-        return name[8:] if name.startswith("ca_call:") else "copy:" + name[8:]
+        part, _, token = name[3:].partition(":")
+        return token if part == "call" else f"{part}:{token}"
 
     ranges = sorted((float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)), key(str(e["name"])))
-                    for e in events if str(e.get("name", "")).startswith(("ca_call:", "ca_copy:"))
+                    for e in events if str(e.get("name", "")).startswith(("ca_call:", "ca_copy:", "ca_graph:"))
                     and e.get("cat") in ("user_annotation", "cpu_op"))
     starts = [r[0] for r in ranges]
     launches: dict[Any, float] = {}
@@ -84,6 +86,13 @@ def attribute(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         elif cat in ("cpu_op", "operator") and args.get("External id") is not None:
             ops.setdefault(args["External id"], str(e.get("name", "")))
     calls: dict[str, list[dict[str, Any]]] = {}
+    for e in events:  # graph launches first (a replay's proof of being recorded, before any row cap)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "GraphLaunch" in str(e.get("name", "")):
+            ts = float(e.get("ts", 0))
+            i = bisect.bisect_right(starts, ts) - 1
+            if i >= 0 and ts <= ranges[i][1]:
+                calls.setdefault(ranges[i][2], []).append({"name": str(e.get("name", ""))[:100],
+                                                           "kind": "graph_launch", "op": ""})
     for e in events:  # the PyTorch operators each call ran (on any device), and torch.compile's regions
         name = str(e.get("name", ""))
         compiled = e.get("cat") in ("cpu_op", "user_annotation") and name.startswith(COMPILED_REGIONS)
