@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock ncu ncuhost compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock ncu ncuhost compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -70,6 +70,8 @@ for s in "${stages[@]}"; do
     # the judge's timer and clock arithmetic on the GPU
     timing) stage timing 240 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 tests/evaluator/test_timing_gpu.py tests/evaluator/test_judge_units.py 2>&1 | tee "$0"' "$OUT/timing_tests.log" ;;
     taskcode) stage taskcode 590 python3 benchmarks/sandbox_task_code.py --device cuda --profile --compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3 ;;
+    # only the judge sandbox's cost per phase (sandboxed judge against the judge in the benchmark's process)
+    taskcompare) stage taskcompare 480 python3 benchmarks/sandbox_task_code.py --device cuda --compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3 --compare-only ;;
     synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac

@@ -170,6 +170,21 @@ def compare(task_spec: str, solution: str, device: str, n: int) -> dict:
     return out
 
 
+def write_compare_only(phases: dict, argv: str) -> Path:
+    """sandbox.json with only the judge sandbox's cost replaced (its command recorded beside the file's own)."""
+    path = results_dir() / "sandbox.json"
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    metrics = dict(previous.get("metrics", {}))
+    metrics.update({"judge_sandbox_total_s": phases["total"]["sandboxed_s"],
+                    "judge_host_total_s": phases["total"]["host_s"]})
+    details = dict(previous.get("details", {}))
+    task_code = dict(details.get("task_code", {}))
+    task_code["judge_sandbox_cost_by_phase"] = phases
+    task_code["judge_sandbox_cost_command"] = f"python3 benchmarks/sandbox_task_code.py {argv.split(' ', 1)[-1]}"
+    details["task_code"] = task_code
+    return write_result("sandbox", metrics, extra=details, command=previous.get("command"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU host")
@@ -180,8 +195,15 @@ def main() -> None:
     parser.add_argument("--compare", nargs=2, metavar=("TASK", "SOLUTION"),
                         help="also measure the judge sandbox's cost per phase on this task and solution")
     parser.add_argument("--n-compare", type=int, default=3, help="evaluations per side with --compare")
+    parser.add_argument("--compare-only", action="store_true",
+                        help="with --compare: measure only the judge sandbox's cost, keeping the file's other numbers")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.compare_only:
+        if not args.compare:
+            parser.error("--compare-only needs --compare TASK SOLUTION")
+        print(write_compare_only(compare(*args.compare, args.device, args.n_compare), " ".join(sys.argv)))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         report, result = hostile_eval(args.device, args.profile, Path(tmp))
         survivors = sigkill_survivors(args.device, Path(tmp))

@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             row: dict[str, Any] = {"case": entry.label, "stage": result.stage, "reward": result.reward,
                                    "clock": clock.get("clock"), "batch": clock.get("batch"),
                                    "judge_ms": result.candidate.median_ms if result.candidate else None,
-                                   "reported_ms": clock.get("reported_per_call_ms")}
+                                   "reported_ms": clock.get("reported_per_call_ms"),
+                                   "judge_clock": {k: clock.get(k) for k in (
+                                       "request_ms", "null_request_ms", "resolution_ms", "at_resolution",
+                                       "timed_requests", "null_requests", "breakdown_ms", "graph_note")}}
             if result.candidate is not None and clock.get("batch"):
                 try:
                     row["ncu_ms"] = ncu_per_call_ms(entry.label, int(clock["batch"]), log_dir)

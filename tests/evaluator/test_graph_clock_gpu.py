@@ -44,8 +44,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         x = x.contiguous()
         out = torch.empty_like(x)
-        if float(x.abs().max().item()) >= 0.0:  # a value read back: capture fails inside forward
-            ops.fused(x, out)
+        torch.cuda.current_stream().synchronize()  # a wait on the host: capture fails inside forward
+        ops.fused(x, out)
         return out
 """
 
@@ -62,7 +62,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)
         if torch.cuda.is_current_stream_capturing():
-            return out.zero_()  # the graph would replay zeros: the trial replay sees it, the graph clock goes off
+            return out  # no kernel in the graph: its replays leave the output unwritten; the trial replay sees it
         ops.fused(x, out)
         return out
 """
@@ -132,6 +132,9 @@ def test_graphed_time_is_device_time_and_refuses_what_cannot_be_captured() -> No
     assert abs(g.median_ms - h.median_ms) <= 0.03 * h.median_ms, (g, h)
     with pytest.raises(GraphCaptureError):
         time_graphed(lambda t: t * float(t.sum().item()), small[:2])
+    # a failed capture leaves the process's random draws working (torch 2.11 left its generator in capture mode)
+    assert torch.randn(8, device="cuda").isfinite().all()
+    assert time_graphed(torch.relu, small, requests=3).clock == "graph_events"
 
 
 def test_an_honest_kernel_is_timed_on_replays_with_its_kernels_recorded(warm_worker, tmp_path: Path) -> None:
@@ -174,5 +177,8 @@ def test_a_graph_that_replays_wrong_turns_the_graph_clock_off_and_gains_nothing(
 
 def test_replayed_calls_are_checked_like_any_other(warm_worker, tmp_path: Path) -> None:
     result = _evaluate(_workspace(tmp_path / "ws", kernel=WRONG_FROM_THE_SECOND_REPLAY), warm_worker, tmp_path)
-    assert result.reward == -1 and result.stage == "incorrect", (result.stage, result.reason, result.notes)
+    # right on the first input set's calls and wrong on fresh ones: refused as incorrect or, where the judge sees
+    # that split, as seed_specialized (both -1)
+    assert result.reward == -1, (result.stage, result.reason, result.notes)
+    assert result.stage == "incorrect" or result.reason.startswith("seed_specialized"), (result.stage, result.reason)
     assert "warm-up" not in result.reason and "trial" not in result.reason, result.reason  # caught on a replay

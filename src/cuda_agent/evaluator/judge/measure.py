@@ -59,6 +59,21 @@ def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> Timing
                                     host_median_ms=spans[len(spans) // 2] if spans else None)
 
 
+def clock_resolution(samples: list[Sample], null: list[Sample]) -> dict[str, Any]:
+    """Diagnostics of `judge_times`' floor: the per-call resolution of the clock for the timed requests' kind (the
+    most common), and how many timed requests came out at or below it (taken at it)."""
+    kinds = [(s.calls, s.graph) for s in samples]
+    if not kinds:
+        return {"resolution_ms": None, "at_resolution": 0}
+    calls, graph = max(set(kinds), key=kinds.count)
+    same = null_spans(null, calls, graph)
+    floor = max(resolution_ms(same, calls), MIN_CALL_MS)
+    overhead = median(same) if same else 0.0
+    at_floor = sum((s.wall_ms - overhead) / max(1, s.calls) <= floor for s in samples
+                   if (s.calls, s.graph) == (calls, graph))
+    return {"resolution_ms": floor, "at_resolution": at_floor}
+
+
 def null_spans(null: list[Sample], calls: int, graph: bool) -> list[float]:
     """The spans of the null requests of ``calls`` calls, replays of the null graph or not (``graph``)."""
     return [n.wall_ms for n in null if n.calls == calls and n.graph == graph]

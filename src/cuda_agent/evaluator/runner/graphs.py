@@ -24,3 +24,21 @@ def end_failed_capture(graph: Any, stream: Any) -> None:
         torch.cuda.synchronize()
     except BaseException:  # noqa: BLE001 - a sticky error shows in the next call instead
         pass
+    reset_generator_after_failed_capture()
+
+
+def reset_generator_after_failed_capture() -> None:
+    """The current device's default random generator given a fresh state with the same seed and offset.
+
+    Rationale (seen on the H200, torch 2.11): a capture begins by putting that generator's state into capture mode
+    and only a successful end takes it out, so after a failed capture every later random draw on the device
+    (``torch.randn(..., device="cuda")``) raised "Offset increment outside graph capture" for the rest of the
+    process: one reference that cannot be captured broke every evaluation after it in a warm judge. The failed
+    graph keeps its reference to the old state, so it can still be destroyed cleanly."""
+    try:
+        generator = torch.cuda.default_generators[torch.cuda.current_device()]
+        fresh = torch.Generator(device=generator.device)
+        fresh.set_state(generator.get_state())
+        generator.graphsafe_set_state(fresh)
+    except BaseException:  # noqa: BLE001 - a torch without these calls keeps its own behaviour
+        pass
