@@ -287,3 +287,8 @@ def test_a_call_timed_below_the_clocks_resolution_is_taken_at_the_resolution() -
     assert resolution > 0 and fast.median_ms == pytest.approx(resolution)
     slow = measure.judge_times(_requests([9.0, 9.0, 9.0], 8), null, cuda=True)
     assert slow.median_ms == pytest.approx((9.0 - 1.0) / 8)
+    # the diagnostics say how many timed requests the floor decided, and at what per-call time
+    assert measure.clock_resolution(_requests([0.95, 1.0, 0.97], 8), null) == {"resolution_ms": resolution,
+                                                                                "at_resolution": 3}
+    assert measure.clock_resolution(_requests([9.0, 0.95, 9.0], 8), null)["at_resolution"] == 1
+    assert measure.clock_resolution([], null) == {"resolution_ms": None, "at_resolution": 0}
