@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock ncu ncuhost compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock ncu ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -65,6 +65,8 @@ for s in "${stages[@]}"; do
     ncu) stage ncu "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu.log" ;;
     # the same with the graph clock off (benchmarks/results/timing_vs_ncu_host_launched.json)
     ncuhost) stage ncuhost "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --host-launched --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_host.log" ;;
+    # the same in relaxed mode (no kernel tap in the candidate's process): what the tap costs the clock
+    ncurelaxed) stage ncurelaxed "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --mode relaxed --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_relaxed.log" ;;
     # the graph clock: time_graphed, replayed requests, the fall-backs, checks on replays
     graphclock) stage graphclock 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests/evaluator/test_graph_clock_gpu.py tests/evaluator/test_timing_gpu.py 2>&1 | tee "$0"' "$OUT/graph_clock_tests.log" ;;
     # the judge's timer and clock arithmetic on the GPU
