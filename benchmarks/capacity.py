@@ -11,6 +11,17 @@ from typing import Any, Callable, Iterable
 
 from cuda_agent.pool.base import JobTiming
 from cuda_agent.pool.job import EvalJob
+from cuda_agent.tasks import Task
+
+
+STANDIN_TASK = Task(id="bench/standin", code="# stand-in task\n")
+
+
+def standin_job(label: str) -> EvalJob:
+    """A job for a pool of stand-in evaluators: a ``ModelNew`` in PyTorch, which the stand-in scores ``correct``
+    (reward 1) as the real evaluator would such a solution; ``label`` makes each job's text, and so its id, its own."""
+    return EvalJob.create(STANDIN_TASK, {"model_new.py": f"# {label}\nimport torch\n\n\nclass ModelNew(torch.nn.Module):"
+                                                         f"\n    def forward(self, x):\n        return x\n"})
 
 
 @dataclass(frozen=True)

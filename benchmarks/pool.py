@@ -32,15 +32,12 @@ from typing import Any
 
 from benchmarks_io import machine_description, results_dir, write_result
 from cuda_agent.pool import EvalJob, LocalPool, PoolClient, RealEvaluator, StandInEvaluator
-from capacity import GpuUtilSampler, busy_fraction, closed_loop, overlapping_jobs
+from capacity import GpuUtilSampler, busy_fraction, closed_loop, overlapping_jobs, standin_job
 from cuda_agent.pool.http import make_server
 from cuda_agent.tasks import Task
 
-STANDIN_TASK = Task(id="bench/standin", code="# stand-in task\n")
-
-
 def _standin_job(client: int, n: int) -> EvalJob:
-    return EvalJob.create(STANDIN_TASK, {"model_new.py": f"# client {client} job {n}\n"})
+    return standin_job(f"client {client} job {n}")
 
 
 def cpu_mode(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:

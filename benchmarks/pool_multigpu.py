@@ -28,8 +28,7 @@ from typing import Any
 
 from benchmarks_io import write_result
 from cuda_agent.pool import EvalJob, LocalPool, RealEvaluator, StandInEvaluator, detect_gpus
-from capacity import busy_fraction, closed_loop, overlapping_jobs
-from cuda_agent.tasks import Task
+from capacity import busy_fraction, closed_loop, overlapping_jobs, standin_job
 
 
 def _batch(solutions: Path, max_tasks: int) -> list[EvalJob]:
@@ -51,8 +50,7 @@ def _batch(solutions: Path, max_tasks: int) -> list[EvalJob]:
 
 
 def _standin_batch(count: int) -> list[EvalJob]:
-    task = Task(id="bench/standin", code="# stand-in\n")
-    return [EvalJob.create(task, {"model_new.py": f"# {i}\n"}) for i in range(count)]
+    return [standin_job(f"job {i}") for i in range(count)]
 
 
 def _phase(gpus: list[str], evaluator: Any, batch: list[EvalJob], seconds: float) -> dict[str, Any]:

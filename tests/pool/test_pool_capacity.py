@@ -10,6 +10,7 @@ from cuda_agent.tasks import Task
 from pool_helpers import standin_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks' own helpers
+import capacity  # noqa: E402
 from capacity import busy_fraction, closed_loop, overlapping_jobs  # noqa: E402
 
 
@@ -38,3 +39,13 @@ def test_closed_loop_counts_jobs_and_keeps_gpus_busy(task: Task) -> None:
     assert report.stages == {"timed": report.completed}
     assert 40 <= report.completed <= 80, report
     assert set(busy) == {"0", "1"} and min(busy.values()) > 0.7
+
+
+def test_the_benchmarks_stand_in_jobs_are_solutions_the_stand_in_scores_correct() -> None:
+    """benchmarks/pool.py and pool_multigpu.py load a stand-in pool with these jobs: each a ModelNew (reward 1 from
+    the stand-in, as from the real evaluator), each with an id of its own."""
+    jobs = [capacity.standin_job(f"job {i}") for i in range(2)]
+    assert jobs[0].job_id != jobs[1].job_id
+    with LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.0)) as pool:
+        results = [pool.submit(job).result(timeout=60) for job in jobs]
+    assert [(r.stage, r.reward) for r in results] == [("correct", 1), ("correct", 1)]
