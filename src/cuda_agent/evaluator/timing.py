@@ -367,23 +367,32 @@ def time_batched(
         gc.collect()
         gc.disable()
         try:
-            for _ in range(max(0, warmup_requests)):
-                span(work)
-                span(null)
-            deadline = _perf_counter() + time_cap_s
-            spans: list[float] = []
-            nulls: list[float] = []
-            while len(spans) < max(1, requests) and (len(spans) < 3 or _perf_counter() < deadline):
-                nulls.append(span(null))
-                spans.append(span(work))
+            return _null_subtracted(lambda: span(work), lambda: span(null), len(input_sets),
+                                    clock="batched_events" if cuda else "batched_perf_counter", requests=requests,
+                                    warmup_requests=warmup_requests, time_cap_s=time_cap_s)
         finally:
             if gc_was_enabled:
                 gc.enable()
+
+
+def _null_subtracted(work_span: Callable[[], float], null_span: Callable[[], float], calls: int, *, clock: str,
+                     requests: int, warmup_requests: int, time_cap_s: float) -> TimingStats:
+    """Per-call times from requests of ``calls`` calls: the spans of the work and of the null request alternate
+    (after ``warmup_requests`` of each), at least 3 and up to ``requests`` pairs within ``time_cap_s``; a call's time
+    is a work span less the median null span, over ``calls``. Shared by `time_batched` and `time_graphed`, so that
+    the two clocks sample and subtract alike."""
+    for _ in range(max(0, warmup_requests)):
+        work_span()
+        null_span()
+    deadline = _perf_counter() + time_cap_s
+    spans: list[float] = []
+    nulls: list[float] = []
+    while len(spans) < max(1, requests) and (len(spans) < 3 or _perf_counter() < deadline):
+        nulls.append(null_span())
+        spans.append(work_span())
     overhead = _median_sorted(sorted(nulls))
-    calls = len(input_sets)
     per_call = [max(s - overhead, 0.0) / calls for s in spans]
-    return TimingStats.from_samples(per_call, clock="batched_events" if cuda else "batched_perf_counter",
-                                    host_median_ms=_median_sorted(sorted(spans)) / calls)
+    return TimingStats.from_samples(per_call, clock=clock, host_median_ms=_median_sorted(sorted(spans)) / calls)
 
 
 class GraphCaptureError(RuntimeError):
@@ -489,17 +498,5 @@ def time_graphed(
             # on less work than the eager call does would make a slower baseline look fast
             raise GraphCaptureError("the replay's outputs differ from the eager call's")
         del outs
-        for _ in range(max(0, warmup_requests)):
-            span(work)
-            span(null)
-        deadline = _perf_counter() + time_cap_s
-        spans: list[float] = []
-        nulls: list[float] = []
-        while len(spans) < max(1, requests) and (len(spans) < 3 or _perf_counter() < deadline):
-            nulls.append(span(null))
-            spans.append(span(work))
-    overhead = _median_sorted(sorted(nulls))
-    calls = len(input_sets)
-    per_call = [max(s - overhead, 0.0) / calls for s in spans]
-    return TimingStats.from_samples(per_call, clock="graph_events",
-                                    host_median_ms=_median_sorted(sorted(spans)) / calls)
+        return _null_subtracted(lambda: span(work), lambda: span(null), len(input_sets), clock="graph_events",
+                                requests=requests, warmup_requests=warmup_requests, time_cap_s=time_cap_s)
