@@ -45,14 +45,11 @@ def judge_times(samples: list[Sample], null: list[Sample], cuda: bool) -> Timing
     """The candidate's per-call times on the judge's clock: each timed request's span less the median span of the
     null requests with as many calls, launched the same way (graph replays or from the host), over the request's
     calls. Raises ValueError without timed requests."""
-    overheads: dict[tuple[int, bool], float] = {}
-    floors: dict[tuple[int, bool], float] = {}
-    for kind in {(s.calls, s.graph) for s in samples}:
-        same = null_spans(null, *kind)
-        overheads[kind] = median(same) if same else 0.0
-        floors[kind] = max(resolution_ms(same, kind[0]), MIN_CALL_MS)
-    times = [max((s.wall_ms - overheads[(s.calls, s.graph)]) / max(1, s.calls), floors[(s.calls, s.graph)])
-             for s in samples]
+    by_kind = {kind: overhead_and_floor(null, *kind) for kind in {(s.calls, s.graph) for s in samples}}
+    times = []
+    for s in samples:
+        overhead, floor = by_kind[(s.calls, s.graph)]
+        times.append(max((s.wall_ms - overhead) / max(1, s.calls), floor))
     spans = sorted(s.wall_ms / max(1, s.calls) for s in samples)
     graphed = bool(samples) and all(s.graph for s in samples)
     return TimingStats.from_samples(times, clock=("judge_graph" if graphed else "judge") if cuda else "judge_cpu",
@@ -66,12 +63,18 @@ def clock_resolution(samples: list[Sample], null: list[Sample]) -> dict[str, Any
     if not kinds:
         return {"resolution_ms": None, "at_resolution": 0}
     calls, graph = max(set(kinds), key=kinds.count)
-    same = null_spans(null, calls, graph)
-    floor = max(resolution_ms(same, calls), MIN_CALL_MS)
-    overhead = median(same) if same else 0.0
+    overhead, floor = overhead_and_floor(null, calls, graph)
     at_floor = sum((s.wall_ms - overhead) / max(1, s.calls) <= floor for s in samples
                    if (s.calls, s.graph) == (calls, graph))
     return {"resolution_ms": floor, "at_resolution": at_floor}
+
+
+def overhead_and_floor(null: list[Sample], calls: int, graph: bool) -> tuple[float, float]:
+    """For timed requests of ``calls`` calls launched one way (``graph``): the median span of the null requests
+    launched alike (subtracted from each request's span), and the per-call floor a call's time is never taken below
+    (the clock's resolution, at least `MIN_CALL_MS`)."""
+    same = null_spans(null, calls, graph)
+    return (median(same) if same else 0.0), max(resolution_ms(same, calls), MIN_CALL_MS)
 
 
 def null_spans(null: list[Sample], calls: int, graph: bool) -> list[float]:
