@@ -16,6 +16,8 @@ collect() {
   if [[ -n "${OUT:-}" ]]; then
     for f in "$suite_out"/*.log; do [[ -f "$f" ]] && cp "$f" "$OUT/"; done
     tar czf "$OUT/results.tgz" -C "$repo" benchmarks/results benchmarks/logs 2>/dev/null
+    # the baselines measured so far, for a later lease (.carry/baselines: run_gpu_suite.sh seeds the cache with them)
+    tar czf "$OUT/baselines.tgz" -C "${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}" baselines 2>/dev/null
   fi
   tail -c 2500 "$suite_out/all.log" 2>/dev/null
 }

@@ -24,6 +24,11 @@ if ! command -v bwrap >/dev/null && [[ -z "${CUDA_AGENT_BWRAP:-}" ]]; then
     export CUDA_AGENT_BWRAP=/tmp/cuda-agent-bwrap/usr/bin/bwrap
   fi
 fi
+# Baselines measured in an earlier lease (gpu_lease.sh sends them back as baselines.tgz; unpack into .carry/baselines):
+# their keys name the GPU, driver and versions, and the judge's drift check compares them with eager PyTorch now.
+if [[ -d .carry/baselines ]]; then
+  mkdir -p "$CUDA_AGENT_CACHE/baselines" && cp -n .carry/baselines/*.json "$CUDA_AGENT_CACHE/baselines/" 2>/dev/null
+fi
 stages=("$@")
 (( ${#stages[@]} )) || stages=(info tests compile evaluator profile pool agent bench synth)
 summary="$OUT/summary.txt"
@@ -65,8 +70,9 @@ for s in "${stages[@]}"; do
     ncu) stage ncu "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu.log" ;;
     # the same with the graph clock off (benchmarks/results/timing_vs_ncu_host_launched.json)
     ncuhost) stage ncuhost "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --host-launched --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_host.log" ;;
-    # the same in relaxed mode (no kernel tap in the candidate's process): what the tap costs the clock
-    ncurelaxed) stage ncurelaxed "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --mode relaxed --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_relaxed.log" ;;
+    # the same in relaxed mode (no kernel tap in the candidate's process): what the tap costs the clock (cases:
+    # NCU_RELAXED_CASES, else NCU_CASES)
+    ncurelaxed) stage ncurelaxed "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --mode relaxed --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_RELAXED_CASES:-${NCU_CASES:-}} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_relaxed.log" ;;
     # the graph clock: time_graphed, replayed requests, the fall-backs, checks on replays
     graphclock) stage graphclock 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests/evaluator/test_graph_clock_gpu.py tests/evaluator/test_timing_gpu.py 2>&1 | tee "$0"' "$OUT/graph_clock_tests.log" ;;
     # the judge's timer and clock arithmetic on the GPU
