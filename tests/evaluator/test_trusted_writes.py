@@ -89,3 +89,53 @@ def test_the_judge_copies_only_the_staged_files_unchanged(tmp_path: Path) -> Non
     (stage / "solution.py").write_text("class ModelNew: swapped = True\n")
     with pytest.raises(PrepareError, match="changed"):
         restore(staged, tmp_path / "scratch")
+
+
+def test_every_prepared_field_survives_staging(tmp_path: Path) -> None:
+    """What the trusted caller learnt while building (the solution's own kernels, its Triton kernels, the notes)
+    reaches the judge: a Triton solution whose kernel names were dropped on the way was refused in strict mode as
+    computing only with PyTorch (H200, 2026-12-03)."""
+    import dataclasses
+    import json
+
+    from cuda_agent.evaluator.judge.prepare import Prepared, restore, staged_fields
+    from cuda_agent.evaluator.trusted import staged_hashes
+
+    stage, scratch = tmp_path / "stage", tmp_path / "scratch"
+    stage.mkdir()
+    scratch.mkdir()
+    (stage / "solution.py").write_text("class ModelNew: pass\n")
+    built = Prepared("single_file", stage, "/scratch/solution.py", library="/scratch/lib.so", inline_dir="/scratch/i",
+                     source="@triton.jit\ndef k(): pass\n", own_kernels=("k", "add_kernel"), jit_kernels=("k",),
+                     build_seconds=1.5, notes=["Triton: kernels compile at their first launch"])
+    staged = {"stage": str(stage), "files": staged_hashes(stage),
+              "fields": json.loads(json.dumps(staged_fields(built)))}  # the way the reply file carries it
+    restored = restore(staged, scratch)
+    assert restored.scratch == scratch
+    for f in dataclasses.fields(Prepared):
+        if f.name != "scratch":
+            assert getattr(restored, f.name) == getattr(built, f.name), f.name
+
+
+def test_a_triton_solutions_kernels_reach_the_judge_through_staging(tmp_path: Path) -> None:
+    """The trusted caller's staging of a Triton single file (no kernels built: its kernels compile at their first
+    launch) hands the judge the kernels' names, which strict mode counts as the solution's own code."""
+    from cuda_agent.evaluator import EvalConfig
+    from cuda_agent.evaluator.judge.prepare import restore
+    from cuda_agent.evaluator.trusted import stage
+    from cuda_agent.tasks.task import Task
+
+    task = Task(id="user/relu", code="import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                "    def forward(self, x):\n        return torch.relu(x)\n\n\ndef get_inputs():\n"
+                "    return [torch.randn(64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    solution = tmp_path / "solution.py"
+    solution.write_text("import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n"
+                        "@triton.jit\ndef relu_kernel(x, y, n, BLOCK: tl.constexpr):\n    pass\n\n\n"
+                        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+    job = stage({"task": task.to_dict(), "solution": str(solution)}, EvalConfig(mode="strict", device="cpu"),
+                tmp_path / "job")
+    assert isinstance(job, dict), job
+    assert job["prepared"]["fields"]["jit_kernels"] == ["relu_kernel"]
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert restore(job["prepared"], scratch).jit_kernels == ("relu_kernel",)

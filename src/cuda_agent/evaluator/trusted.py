@@ -44,7 +44,7 @@ def wants_gpu(config: EvalConfig) -> bool:
 def stage(job: dict[str, Any], config: EvalConfig, folder: Path) -> dict[str, Any] | EvalResult:
     """Check and build the job's solution into ``folder``/stage; return the job with its ``prepared`` fields, or a
     finished result when the solution cannot run (a build failure, edited protected files, no sandbox)."""
-    from cuda_agent.evaluator.judge.prepare import PrepareError, prepare
+    from cuda_agent.evaluator.judge.prepare import PrepareError, prepare, staged_fields
 
     task = Task.from_dict(job["task"])
     solution = Path(job["solution"])
@@ -61,9 +61,7 @@ def stage(job: dict[str, Any], config: EvalConfig, folder: Path) -> dict[str, An
     except SandboxError as exc:
         return _finished(failure(task.id, "eval_error", f"no sandbox for the candidate: {exc}"), config, solution,
                          time.perf_counter() - started)
-    fields = {"kind": prepared.kind, "module": prepared.module, "library": prepared.library,
-              "inline_dir": prepared.inline_dir, "source": prepared.source, "own_kernels": list(prepared.own_kernels),
-              "build_seconds": prepared.build_seconds, "notes": list(prepared.notes)}
+    fields = staged_fields(prepared)
     return {**job, "prepared": {"stage": str(out), "fields": fields, "files": staged_hashes(out),
                                 "caller_seconds": time.perf_counter() - started}}
 

@@ -15,7 +15,9 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
+from typing import Any
 
 from cuda_agent.errors import ProtectedFileError, SandboxError, WorkspaceError
 from cuda_agent.evaluator.config import EvalConfig
@@ -123,9 +125,23 @@ def restore(staged: dict, scratch: Path) -> Prepared:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     fields = dict(staged["fields"])
-    fields["own_kernels"] = tuple(fields.get("own_kernels", ()))
+    for name in ("own_kernels", "jit_kernels"):
+        fields[name] = tuple(fields.get(name, ()))
     fields["notes"] = list(fields.get("notes", ()))
     return Prepared(scratch=scratch, **fields)
+
+
+def staged_fields(prepared: Prepared) -> dict[str, Any]:
+    """Every field of ``prepared`` but its scratch folder, as JSON values: what `restore` rebuilds it from.
+    Rationale: a field left out here is silently reset in the judge (the Triton kernels' names were: every strict
+    Triton solution was refused as PyTorch-only on the GPU, 2026-12-03)."""
+    out: dict[str, Any] = {}
+    for f in dataclass_fields(Prepared):
+        if f.name == "scratch":
+            continue
+        value = getattr(prepared, f.name)
+        out[f.name] = list(value) if isinstance(value, (tuple, list)) else value
+    return out
 
 
 def _prepare_workspace(solution: Path, task: Task, config: EvalConfig, scratch: Path, *,
