@@ -69,6 +69,11 @@ class EvalConfig:
         graph_clock: on a GPU, time the candidate and both baselines as replays of CUDA graphs captured on the
             judge's buffers (device work only, what Nsight Compute sums), where all three can be captured; off,
             or where one cannot, all three are timed with host-launched requests (host launch cost included).
+        warm_device_ms: on a GPU, keep the device busy with the judge's own L2 flushes for about this long right
+            before every request is sent (null and candidate alike), so that no request starts on a device that
+            idled through the judge's cadence pad. 0 (the default, until measured): one flush before the pad.
+            `benchmarks/idle_probe.py` and `timing_vs_ncu.py --warm-ms` measure whether it removes the 0.22-0.31 ms
+            per request by which the judge's clock exceeded Nsight Compute on the H200 (2026-12-03).
         unsandboxed_trusted_code: run the candidate without the sandbox. Only for code you wrote yourself: without
             the sandbox it reads the host's files and environment. Where no sandbox can be made and this is off,
             evaluation refuses (an error saying what is missing).
@@ -98,6 +103,7 @@ class EvalConfig:
     baseline_drift_limit: float = 0.05
     max_log_chars: int = 4000
     graph_clock: bool = True
+    warm_device_ms: float = 0.0
     unsandboxed_trusted_code: bool = False
 
     def __post_init__(self) -> None:
@@ -107,7 +113,7 @@ class EvalConfig:
             raise ConfigError(f"EvalConfig.tolerance must be one of {tuple(TOLERANCE_PRESETS)}, got {self.tolerance!r}")
         if self.n_trials < 5:
             raise ConfigError(f"EvalConfig.n_trials must be at least 5 (fresh input sets per call), got {self.n_trials}")
-        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance"):
+        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance", "warm_device_ms"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or \
                     (name in ("timeout_s", "timing_budget_s") and value <= 0):

@@ -163,6 +163,8 @@ class Session:
         self.history: list[Sample] = []  # every request of the candidate's, timed or not
         self.zero_mean_kept: list[tuple[list[Any], list[torch.Tensor]]] = []
         self.ref_error: float | None = None
+        self._ref64: torch.nn.Module | None = None  # the reference in float64, made at the first call that needs it
+        self.float64_rescued = 0                    # calls outside the float32 reference's tolerance, within float64's
         self.call_errors: list[float] = []
         self.earlier: list[Any] = []
         self.token = 0
@@ -175,6 +177,7 @@ class Session:
         self.replayed_tokens: set[int] = set()  # the calls of replayed requests (their records are the replay's)
         self._null_graphs: dict[int, tuple[int, list[str]]] = {}
         self._flush_buf: torch.Tensor | None = None
+        self._flush_ms: float | None = None    # one flush's device time (`_warm_device`)
         self._rng = random.SystemRandom()
 
     # -- plumbing -----------------------------------------------------------------------------------------------
@@ -194,6 +197,22 @@ class Session:
 
             self._flush_buf = torch.empty(l2_flush_bytes(self.device), dtype=torch.int8, device=self.device)
         self._flush_buf.zero_()
+        torch.cuda.synchronize(self.device)
+
+    def _warm_device(self) -> None:
+        """With ``config.warm_device_ms``: the judge's own L2 flushes for about that long, then the device idle, right
+        before a request is sent (every request alike; diagnostics of the clock until measured, see EvalConfig)."""
+        if not self.cuda or self.config.warm_device_ms <= 0 or self._flush_buf is None:
+            return
+        if self._flush_ms is None:  # one flush's device time, measured once
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            self._flush_buf.zero_()
+            end.record()
+            torch.cuda.synchronize(self.device)
+            self._flush_ms = max(start.elapsed_time(end), 1e-3)
+        for _ in range(max(1, min(1000, round(self.config.warm_device_ms / self._flush_ms)))):
+            self._flush_buf.zero_()
         torch.cuda.synchronize(self.device)
 
     def buffers_for(self, inputs: list[Any]) -> BufferSet:
@@ -217,6 +236,7 @@ class Session:
         (its synchronisation patched or its symbols redirected) gains nothing: its work either lands inside the
         judge's clock (the copy runs after it on the device) or is missing from the copy the judge checks."""
         self.cadence.wait()
+        self._warm_device()
         sent = _perf()
         try:
             reply, wall_ms = self.proc.call(message, timeout=self.remaining())
@@ -418,6 +438,9 @@ class Session:
         if problem:
             return Outcome(False, f"{label}: {problem}")
         comparison = compare.compare_outputs(candidate, golden, self.config.tolerances)
+        if not comparison.ok:
+            # judged against float64 from here on where that holds (the every-call precision record included)
+            comparison, golden = self._against_float64(label, inputs, candidate, golden, comparison)
         if math.isfinite(comparison.max_abs):
             state.max_abs = max(state.max_abs, comparison.max_abs)
         if math.isfinite(comparison.max_rel):
@@ -445,11 +468,49 @@ class Session:
             elif call.zero_mean and len(self.zero_mean_kept) < PRECISION_STASH:
                 self.zero_mean_kept.append(self._kept(inputs, snapshot))
             if not call.zero_mean:  # judged against float64 after the run (its reference error is another scale)
-                self._record_error(candidate, golden)
+                self._record_error(candidate, golden, inputs)
             if len(self.earlier) < 64:
                 self.earlier.append(compare.fingerprint(candidate))
         del golden
         return Outcome(comparison.ok, f"{label}: {comparison.reason}" if not comparison.ok else "", comparison)
+
+    def _against_float64(self, label: str, inputs: list[Any], candidate: Any, golden: Any,
+                         comparison: compare.Comparison) -> tuple[compare.Comparison, Any]:
+        """For an fp32 task, a call outside the tolerance of the float32 reference judged once more against the
+        reference computed in float64 (TF32 off), with the same tolerance: the comparison that holds and the
+        reference it holds against (the float64 one, in float32, where the candidate is within the tolerance of
+        it). Rationale: the float32 reference is not the true result; where its own rounding exceeds the
+        tolerance (a sum of large terms that cancel: KernelBench L2/14 on inputs scaled by -3, about 0.05 off), a
+        kernel that computes more exactly (float64 accumulation) was refused, once in three runs on the H200
+        (2026-12-03). A wrong result is about as far from one reference as from the other."""
+        if comparison.lazy or not comparison.leaves or not (self.fp32 and self.config.precision_probe):
+            return comparison, golden
+        truth = self._float64_reference(inputs, golden)
+        if truth is None:
+            return comparison, golden
+        again = compare.compare_outputs(candidate, truth, self.config.tolerances)
+        if not again.ok:
+            return comparison, golden
+        self.float64_rescued += 1
+        if self.float64_rescued == 1:
+            outside = f"{label}: outside the tolerance of the float32 reference ({comparison.reason}"[:300]
+            self.state.notes.append(outside + "), within it of the float64 reference: the float32 reference's own "
+                                              "rounding, judged against float64")
+        return again, truth
+
+    def _float64_reference(self, inputs: list[Any], golden: Any) -> Any:
+        """The reference computed in float64 (TF32 off) on ``inputs``, in ``golden``'s structure and dtypes; None
+        where it cannot be (an operator without a float64 kernel, or no memory for it)."""
+        try:
+            if self._ref64 is None:
+                self._ref64 = copy.deepcopy(self.ref_model).double()
+            with torch.no_grad(), precision.exact_fp32():
+                out64 = self._ref64(*precision.widen(inputs, self.device))
+            return _rebuild(golden, [v64.to(v32.dtype) if isinstance(v32, torch.Tensor) and
+                                     isinstance(v64, torch.Tensor) and v32.dtype.is_floating_point else v32
+                                     for (_, v32), (_, v64) in zip(compare.flatten(golden), compare.flatten(out64))])
+        except Exception:  # noqa: BLE001 - the float32 judgement stands
+            return None
 
     def _candidate_outputs(self, bufset: BufferSet, golden: Any, reply: dict[str, Any],
                            snapshot: list[Any]) -> tuple[Any, str]:
@@ -520,18 +581,28 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - some ops have no float64 kernel
             self.state.notes.append(f"per-call precision check off: the reference does not run in float64 ({exc})"[:300])
 
-    def _record_error(self, candidate: Any, golden: Any) -> None:
+    def _record_error(self, candidate: Any, golden: Any, inputs: list[Any]) -> None:
         """Every call's relative error against the fp32 reference (computed with TF32 off), kept per call; the
-        verdict (`precision_verdict`) compares the largest with the calibrated scale. Rationale: checking every
-        call leaves no call where lowered precision goes unseen."""
+        verdict (`precision_verdict`) compares the largest with the calibrated scale. Where a call's error is above
+        that limit, its error against the float64 reference is kept instead (the contract's own quantity: the fp32
+        reference can be far from the truth on a call, all zeros where the true result is not). Rationale: checking
+        every call leaves no call where lowered precision goes unseen."""
         if self.ref_error is None:
             return
-        worst = 0.0
-        for (_, cand), (_, ref) in zip(compare.flatten(candidate), compare.flatten(golden)):
-            if isinstance(ref, torch.Tensor) and ref.dtype.is_floating_point and ref.numel() and \
-                    isinstance(cand, torch.Tensor) and cand.shape == ref.shape:
-                worst = max(worst, precision.rel_error(cand, ref))
+        worst = _worst_error(candidate, golden)
+        limit = self._precision_limit()
+        if worst > limit and not any(e > limit for e in self.call_errors):  # once one call is over, the rule fires
+            truth = self._float64_reference(inputs, golden)
+            if truth is not None:
+                worst = _worst_error(candidate, truth)
         self.call_errors.append(worst)
+
+    def _precision_limit(self) -> float:
+        """The largest relative error against the fp32 reference a call may have (`precision_verdict`)."""
+        # the contract's magnitude bound against float64, plus the reference's own error (the triangle inequality),
+        # with the calibrated reference error doubled: a call's own reference error varies with its inputs
+        ref_error = 2.0 * (self.ref_error or 0.0)
+        return precision.CONTRACT.bound(ref_error) + ref_error
 
     def precision_verdict(self) -> None:
         """Rationale: lowered precision (TF32, bf16, fp16 operands) passes a 1e-2 tolerance on benign inputs. A
@@ -540,16 +611,14 @@ class Session:
         inequality: not an fp32 computation, whichever call it is."""
         if self.ref_error is None or not self.call_errors:
             return
-        # the contract's magnitude bound against float64, plus the reference's own error (the triangle inequality),
-        # with the calibrated reference error doubled: a call's own reference error varies with its inputs
-        ref_error = 2.0 * self.ref_error
-        limit = precision.CONTRACT.bound(ref_error) + ref_error
+        limit = self._precision_limit()
         worst = max(self.call_errors)
         self.state.check("precision_every_call")
         if worst > limit:
             count = sum(e > limit for e in self.call_errors)
             self.state.fire("lowered_precision", f"{count} of {len(self.call_errors)} calls: relative error against "
-                                                 f"the fp32 reference up to {worst:.2e}; the fp32 reference's own "
+                                                 f"the fp32 reference (float64 where that is far off) up to "
+                                                 f"{worst:.2e}; the fp32 reference's own "
                                                  f"error against float64 is {self.ref_error:.2e} (limit {limit:.2e})")
 
     # -- probes -------------------------------------------------------------------------------------------------
@@ -619,6 +688,16 @@ def _why_not_copied(path: str, got: dict[str, Any], ref: torch.Tensor) -> str:
     if got.get("dtype") != str(ref.dtype).removeprefix("torch."):
         return f"{path} has dtype {got.get('dtype')}, expected {str(ref.dtype).removeprefix('torch.')}"
     return f"{path} is on {got.get('device')}, expected {ref.device.type}"
+
+
+def _worst_error(candidate: Any, reference: Any) -> float:
+    """The largest relative error (`precision.rel_error`) over the floating tensor outputs."""
+    worst = 0.0
+    for (_, cand), (_, ref) in zip(compare.flatten(candidate), compare.flatten(reference)):
+        if isinstance(ref, torch.Tensor) and ref.dtype.is_floating_point and ref.numel() and \
+                isinstance(cand, torch.Tensor) and cand.shape == ref.shape:
+            worst = max(worst, precision.rel_error(cand, ref))
+    return worst
 
 
 def _rebuild(obj: Any, values: list[Any]) -> Any:
