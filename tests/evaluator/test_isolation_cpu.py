@@ -155,3 +155,24 @@ def test_the_warm_server_reaps_children_that_ended_before_it_ignored_them() -> N
                           env={**os.environ, "PYTHONPATH": src})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["gone", "gone"]
+
+
+@pytest.mark.slow
+def test_a_spare_process_that_died_before_the_evaluation_is_replaced(tmp_path: Path) -> None:
+    """The judge adopts a spare candidate process started ahead of time; one that ended before any candidate code
+    ran in it (seen on the H200: it died initialising CUDA while another candidate held the device's memory) is
+    replaced by a new process, and the candidate is judged as usual, not scored out_of_memory."""
+    import signal
+
+    from cuda_agent.evaluator.api import evaluate_in_process
+    from cuda_agent.evaluator.judge.candidate import make_spare, offer_spare
+
+    case = next(c for c in cpu_cases() if c.name == "honest_tiny_mean")
+    spare = make_spare(gpu=False)
+    os.killpg(spare.pgid, signal.SIGKILL)
+    offer_spare(spare)
+    result = evaluate_in_process(case.load_task(), case.solution,
+                                 EvalConfig(mode=case.mode, profile=False, timeout_s=120, device="cpu"))
+    assert result.stage == "correct", (result.stage, result.reason, result.log[-1500:])
+    assert any("spare candidate process had ended" in note for note in result.notes), result.notes
+    assert not os.path.exists(spare.root)  # both processes' folders are removed

@@ -151,6 +151,7 @@ class Evaluation:
         self.graph_note = ""
         self.graph_baselines: Any = None
         self.graph_batch = 1
+        self.adopted = False  # the candidate process is a spare started before this evaluation
 
     def seed(self) -> int:
         return self._rng.getrandbits(48)
@@ -167,25 +168,56 @@ class Evaluation:
         visible = _visible_devices(self.device)
         spare = take_spare(self.cuda, os.environ.get("CUDA_VISIBLE_DEVICES", "")) if sandboxed else None
         self.clock.start("candidate_process")
+        self._owned: list[tuple[CandidateProcess, str]] = []  # every candidate process started, and its folder
         if spare is not None and (not self.cuda or visible.get("CUDA_VISIBLE_DEVICES") == spare.visible or
                                   not spare.visible):
             proc = CandidateProcess.adopt(spare)
-            root = spare.root
+            self._owned.append((proc, spare.root))
+            self.adopted = True
         else:
-            root = tempfile.mkdtemp(prefix="cuda-agent-eval-")
-            os.chmod(root, 0o755)
-            scratch = Path(root) / "scratch"
-            scratch.mkdir()
-            os.chmod(scratch, 0o777)
-            proc = CandidateProcess(scratch=scratch, gpu=self.cuda, sandboxed=sandboxed, env=visible,
-                                    tap=self.config.runtime_audit)
-            proc.spawn()
+            proc = self._spawn(sandboxed)
         try:
             return self._run(proc, proc.scratch, sandboxed)
         finally:
             self.clock.stop()
-            proc.close()
-            shutil.rmtree(root, ignore_errors=True)
+            for owned, root in self._owned:
+                owned.close()
+                shutil.rmtree(root, ignore_errors=True)
+
+    def _spawn(self, sandboxed: bool) -> CandidateProcess:
+        """A new candidate process in a new folder (ended and removed when the evaluation ends)."""
+        root = tempfile.mkdtemp(prefix="cuda-agent-eval-")
+        os.chmod(root, 0o755)
+        scratch = Path(root) / "scratch"
+        scratch.mkdir()
+        os.chmod(scratch, 0o777)
+        proc = CandidateProcess(scratch=scratch, gpu=self.cuda, sandboxed=sandboxed,
+                                env=_visible_devices(self.device), tap=self.config.runtime_audit)
+        self._owned.append((proc, root))
+        proc.spawn()
+        return proc
+
+    def _ready(self, session: Session, proc: CandidateProcess, sandboxed: bool) -> CandidateProcess:
+        """``proc`` once it has said it is ready; where it is a spare that ended before (no candidate code has run
+        in it), a new process with the same files. A process that cannot start is the judge's failure
+        (``eval_error``), never the candidate's. Rationale (H200, 2026-12-03): a spare started while another
+        evaluation's candidate held nearly all the device's memory died initialising CUDA, and the evaluation that
+        adopted it two evaluations later was scored ``out_of_memory``, -1, before its candidate was loaded."""
+        try:
+            proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
+            return proc
+        except CandidateGone as exc:
+            if not self.adopted:
+                raise CallFailed("eval_error", f"the candidate's process did not start (no candidate code had run): "
+                                               f"{exc.reason}", exc.log) from exc
+            self.state.notes.append(f"the spare candidate process had ended before this evaluation ({exc.reason}); "
+                                    "a new one was started")
+        fresh = self._spawn(sandboxed)
+        shutil.copytree(proc.scratch, fresh.scratch, dirs_exist_ok=True, symlinks=True)
+        session.proc = fresh
+        self.processes["candidate_group"] = fresh.pgid
+        self.adopted = False
+        return self._ready(session, fresh, sandboxed)
 
     def _run(self, proc: CandidateProcess, scratch: Path, sandboxed: bool) -> EvalResult:
         config, state, clock = self.config, self.state, self.clock
@@ -252,7 +284,7 @@ class Evaluation:
                           constant_output=constant)
         self.processes = {"judge": os.getpid(), "candidate_group": proc.pgid, "sandboxed": sandboxed}
         try:
-            proc.wait_ready(min(self.remaining(), STARTUP_TIMEOUT_S))
+            proc = self._ready(session, proc, sandboxed)
             self.processes["candidate"] = proc.pid
             clock.start("calibration")
             sets = [session.buffers_for(probe_inputs) for _ in range(self.max_batch)]
@@ -614,13 +646,17 @@ class Evaluation:
         if clock_name == "graph":
             baselines = self.graph_baselines
         stats = measure.judge_times(session.samples or session.history[-1:], session.null_samples, self.cuda)
+        # the null requests whose span is subtracted from the timed ones (same calls, launched the same way)
+        null_timed = measure.null_of_kind(session.null_samples, measure.timed_kind(session.samples))
         fields: dict[str, Any] = {"candidate": stats}
         extra = {"judge_clock": {"clock": "graph_replay" if clock_name == "graph" else "host_launched",
                                  "graph_note": self.graph_note,
                                  "batch": self.run_shape.get("batch"), "timed_requests": len(session.samples),
                                  "null_requests": len(session.null_samples),
-                                 "null_request_ms": measure.median([s.wall_ms for s in session.null_samples])
-                                 if session.null_samples else None,
+                                 "null_request_ms": measure.median([s.wall_ms for s in null_timed])
+                                 if null_timed else None,
+                                 "request_spans_ms": [round(s.wall_ms, 4) for s in session.samples][:64],
+                                 "null_spans_ms": [round(s.wall_ms, 4) for s in null_timed][:64],
                                  "reported_per_call_ms": measure.reported_per_call_ms(session.samples),
                                  "request_ms": measure.median([s.wall_ms for s in session.samples]),
                                  "reported_host_request_ms": measure.median([s.reported_host_ms
@@ -631,7 +667,7 @@ class Evaluation:
                                  "reported_time_used": 0,
                                  **measure.clock_resolution(session.samples, session.null_samples),
                                  "breakdown_ms": {"timed": measure.breakdown(session.samples),
-                                                  "null": measure.breakdown(session.null_samples)}}}
+                                                  "null": measure.breakdown(null_timed)}}}
         if self.cuda:
             state.check("judge_clock")
         timing_sets = [[s.view if s is not None else x for s, x in zip(b.inputs, b.scalars)] for b in sets]
