@@ -292,3 +292,13 @@ def test_a_call_timed_below_the_clocks_resolution_is_taken_at_the_resolution() -
                                                                                 "at_resolution": 3}
     assert measure.clock_resolution(_requests([9.0, 0.95, 9.0], 8), null)["at_resolution"] == 1
     assert measure.clock_resolution([], null) == {"resolution_ms": None, "at_resolution": 0}
+
+
+def test_the_clocks_resolution_is_never_above_the_null_requests_own_span() -> None:
+    """Null spans that scatter wider than they are long (half of them several milliseconds late) do not make a floor
+    that replaces a measured time: the resolution is at most the null request's median span, over K."""
+    null = _requests([0.8, 0.84, 0.85, 0.86, 9.0, 9.5, 10.0, 11.0], 1, "null")
+    centre = (0.86 + 9.0) / 2
+    assert measure.resolution_ms([s.wall_ms for s in null], 1) == pytest.approx(centre)  # 3 deviations: 18 ms
+    timed = measure.judge_times(_requests([12.0, 12.1, 11.9], 1), null, cuda=True)
+    assert timed.median_ms == pytest.approx(12.0 - centre)
