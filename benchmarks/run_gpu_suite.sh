@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock ncu ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock idleprobe ncu ncuwarm ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -66,6 +66,8 @@ for s in "${stages[@]}"; do
     # KernelBench's own evaluator beside relaxed mode (carry .carry/kernelbench_eval and .carry/kernelbench_wheels:
     # benchmarks/README.md, "Relaxed-mode parity")
     parity) stage parity "${PARITY_LIMIT_S:-420}" python3 benchmarks/relaxed_parity.py --kernelbench-src .carry/kernelbench_eval/kernelbench --wheels .carry/kernelbench_wheels --jobs 8 ;;
+    # why a request costs more than its kernels: idle clocks, a second process, a warm-up (benchmarks/idle_probe.py)
+    idleprobe) stage idleprobe 180 python3 benchmarks/idle_probe.py ;;
     # the judge's clock against Nsight Compute (NCU_CASES: honest case names; empty: every GPU honest case)
     ncu) stage ncu "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu.log" ;;
     # the same with the graph clock off (benchmarks/results/timing_vs_ncu_host_launched.json)
@@ -73,13 +75,16 @@ for s in "${stages[@]}"; do
     # the same in relaxed mode (no kernel tap in the candidate's process): what the tap costs the clock (cases:
     # NCU_RELAXED_CASES, else NCU_CASES)
     ncurelaxed) stage ncurelaxed "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --mode relaxed --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_RELAXED_CASES:-${NCU_CASES:-}} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_relaxed.log" ;;
+    # the same with the device kept busy right before every request (EvalConfig.warm_device_ms; NCU_WARM_MS, default 1)
+    ncuwarm) stage ncuwarm "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --warm-ms "${NCU_WARM_MS:-1}" --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_warm.log" ;;
     # the graph clock: time_graphed, replayed requests, the fall-backs, checks on replays
     graphclock) stage graphclock 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests/evaluator/test_graph_clock_gpu.py tests/evaluator/test_timing_gpu.py 2>&1 | tee "$0"' "$OUT/graph_clock_tests.log" ;;
     # the judge's timer and clock arithmetic on the GPU
     timing) stage timing 240 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 tests/evaluator/test_timing_gpu.py tests/evaluator/test_judge_units.py 2>&1 | tee "$0"' "$OUT/timing_tests.log" ;;
     taskcode) stage taskcode 590 python3 benchmarks/sandbox_task_code.py --device cuda --profile --compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3 ;;
     # only the judge sandbox's cost per phase (sandboxed judge against the judge in the benchmark's process)
-    taskcompare) stage taskcompare 480 python3 benchmarks/sandbox_task_code.py --device cuda --compare L1/19_ReLU benchmarks/single_file_solutions/L1_19_relu.py --n-compare 3 --compare-only ;;
+    # (L1/12: about 2 s an evaluation on the H200; L1/19's 6.4 GB sets took about 100 s each, and 7 ran past 480 s)
+    taskcompare) stage taskcompare 300 python3 benchmarks/sandbox_task_code.py --device cuda --compare L1/12_Matmul_with_diagonal_matrices_ benchmarks/single_file_solutions/L1_12_diag_matmul.py --n-compare 3 --compare-only ;;
     synth) stage synth 210 python3 benchmarks/synth.py --out /tmp/synth/tasks.parquet --fresh --budget 130 --task-timeout 45 ;;
     *) echo "unknown stage $s" | tee -a "$summary" ;;
   esac
