@@ -108,7 +108,8 @@ class Run:
         if any(note.startswith("UNSANDBOXED") for note in result.notes):
             self.sandboxed = False
         pids = result.extra.get("processes") or {}
-        if pids and (not pids.get("candidate") or pids.get("candidate") == pids.get("judge")):
+        # only where a candidate process answered (a judge that failed before it started has none to compare)
+        if pids.get("candidate") and pids.get("candidate") == pids.get("judge"):
             self.separate = False
         clock = result.extra.get("judge_clock") or {}
         self.reported_used = max(self.reported_used, int(clock.get("reported_time_used") or 0))
@@ -222,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     remove_secrets(secrets)
     rows = run.rows
     done = [r for r in rows if r.get("ok") is not None]
+    not_run = len(rows) - len(done)  # evaluations (of every repeat) the budget left out
     verdicts: dict[str, set[tuple[Any, ...]]] = {}
     for r in done:
         verdicts.setdefault(r["case"], set()).add((r["ok"], r["stage"], r.get("reward")))
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "native_adversarial_total": sum(bool(r["native"]) for r in adv),
         "native_adversarial_rejected": sum(bool(r["native"]) and r["ok"] for r in adv),
         "honest_total": len(hon), "honest_accepted": sum(r["ok"] for r in hon),
-        "not_run": len(rows) - len(done),
+        "not_run": not_run,
         "candidate_sandboxed": run.sandboxed, "judge_separate_process": run.separate,
         "verdict_flips": len(flips), "repeats": max(1, args.repeats), "reported_time_used": run.reported_used,
         "benchmark_seconds": time.perf_counter() - started,
