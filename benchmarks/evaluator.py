@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="evaluate the honest workspaces untimed and in parallel (faster; no timing rules)")
     parser.add_argument("--previous", type=Path, default=None,
                         help="an earlier evaluator.json of this corpus: its cases that passed are kept, the rest run")
+    parser.add_argument("--add-to", type=Path, default=None,
+                        help="an earlier evaluator.json: every row of its cases (all repeats) is kept and those cases "
+                             "are not run again; the rest run, and the metrics cover both (a corpus run in parts, "
+                             "across leases; each part's command and date stay in details.parts)")
     parser.add_argument("--timed-parallel", type=int, default=1,
                         help="evaluate the honest and GPU adversarial cases this many at once, timed (times blurred)")
     parser.add_argument("--repeats", type=int, default=1, help="evaluate every case this many times (verdict flips)")
@@ -190,6 +194,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.only:
             honest = [e for e in honest if any(o in e.label for o in args.only)]
             adversarial = [e for e in adversarial if any(o in e.label for o in args.only)]
+        parts: list[dict[str, Any]] = []
+        if args.add_to is not None:
+            earlier_run = json.loads(args.add_to.read_text())
+            earlier_rows = [r for r in earlier_run.get("details", {}).get("cases", []) if r.get("ok") is not None]
+            done_cases = {r["case"] for r in earlier_rows}
+            run.rows.extend(earlier_rows)
+            parts = list(earlier_run.get("details", {}).get("parts") or
+                         [{"command": earlier_run.get("command"), "date": earlier_run.get("date"),
+                           "cases": len(done_cases)}])
+            honest = [e for e in honest if e.label not in done_cases]
+            adversarial = [e for e in adversarial if e.label not in done_cases]
+            log.info("kept %d cases (%d rows) from %s; running %d honest and %d adversarial", len(done_cases),
+                     len(earlier_rows), args.add_to, len(honest), len(adversarial))
         if args.previous is not None:
             kept = {r["case"]: r for r in json.loads(args.previous.read_text()).get("details", {}).get("cases", [])
                     if r.get("ok")}
@@ -243,7 +260,10 @@ def main(argv: list[str] | None = None) -> int:
         "honest_total": len(hon), "honest_accepted": sum(r["ok"] for r in hon),
         "not_run": not_run,
         "candidate_sandboxed": run.sandboxed, "judge_separate_process": run.separate,
-        "verdict_flips": len(flips), "repeats": max(1, args.repeats), "reported_time_used": run.reported_used,
+        "verdict_flips": len(flips), "reported_time_used": run.reported_used,
+        # the fewest runs any case had (the parts of a run in parts may differ)
+        "repeats": min((len([r for r in rows if r["case"] == c and r.get("ok") is not None]) for c in verdicts),
+                       default=0),
         "benchmark_seconds": time.perf_counter() - started,
     })
     fast = [r for r in hon if r.get("judge_ms") is not None and 0.01 <= r["judge_ms"] <= 1.0]
@@ -259,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     reads = [r for r in adv if set(r.get("style") or ()) & set(HOST_READ_ROUTES)]
     metrics.update({"host_read_attempts": len(reads), "host_reads_blocked": sum(r["ok"] for r in reads)})
     command = "PYTHONPATH=src python3 benchmarks/evaluator.py " + " ".join(argv or sys.argv[1:])
-    path = write_result("evaluator", metrics, command=command.strip(), extra={"cases": rows, "flipped_cases": flips})
+    this_part = {"command": command.strip(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "cases": len({r["case"] for r in rows}) - sum(p.get("cases", 0) for p in parts)}
+    path = write_result("evaluator", metrics, command=command.strip(),
+                        extra={"cases": rows, "flipped_cases": flips, "parts": [*parts, this_part]})
     styles: dict[str, list[int]] = {}
     for r in hon:
         for style in r.get("style") or ("unlabelled",):
