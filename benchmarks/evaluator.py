@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="an earlier evaluator.json: every row of its cases (all repeats) is kept and those cases "
                              "are not run again; the rest run, and the metrics cover both (a corpus run in parts, "
                              "across leases; each part's command and date stay in details.parts)")
+    parser.add_argument("--rerun", nargs="*", default=[],
+                        help="with --add-to: the earlier part's cases whose label contains one of these run again "
+                             "(their earlier rows dropped), e.g. after a fix")
     parser.add_argument("--timed-parallel", type=int, default=1,
                         help="evaluate the honest and GPU adversarial cases this many at once, timed (times blurred)")
     parser.add_argument("--repeats", type=int, default=1, help="evaluate every case this many times (verdict flips)")
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         parts: list[dict[str, Any]] = []
         if args.add_to is not None:
             earlier_run = json.loads(args.add_to.read_text())
-            earlier_rows = [r for r in earlier_run.get("details", {}).get("cases", []) if r.get("ok") is not None]
+            earlier_rows = [r for r in earlier_run.get("details", {}).get("cases", []) if r.get("ok") is not None
+                            and not any(again in r["case"] for again in args.rerun)]
             done_cases = {r["case"] for r in earlier_rows}
             run.rows.extend(earlier_rows)
             parts = list(earlier_run.get("details", {}).get("parts") or
