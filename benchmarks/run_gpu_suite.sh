@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock idleprobe ncu ncuwarm ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock idleprobe ncu ncuwarm ncunospares ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -77,6 +77,8 @@ for s in "${stages[@]}"; do
     ncurelaxed) stage ncurelaxed "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --mode relaxed --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_RELAXED_CASES:-${NCU_CASES:-}} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_relaxed.log" ;;
     # the same with the device kept busy right before every request (EvalConfig.warm_device_ms; NCU_WARM_MS, default 1)
     ncuwarm) stage ncuwarm "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --warm-ms "${NCU_WARM_MS:-1}" --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_warm.log" ;;
+    # the same with no spare candidate process starting (CUDA context and all) while a case is timed
+    ncunospares) stage ncunospares "${NCU_LIMIT_S:-420}" bash -c 'set -o pipefail; python3 benchmarks/timing_vs_ncu.py --spares 0 --budget-s "${NCU_BUDGET_S:-360}" --cases ${NCU_CASES:-} 2>&1 | tee "$0"' "$OUT/timing_vs_ncu_nospares.log" ;;
     # the graph clock: time_graphed, replayed requests, the fall-backs, checks on replays
     graphclock) stage graphclock 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests/evaluator/test_graph_clock_gpu.py tests/evaluator/test_timing_gpu.py 2>&1 | tee "$0"' "$OUT/graph_clock_tests.log" ;;
     # the judge's timer and clock arithmetic on the GPU

@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-ms", type=float, default=0.0,
                         help="EvalConfig.warm_device_ms: keep the device busy this long before every request "
                              "(writes timing_vs_ncu_warm.json)")
+    parser.add_argument("--spares", type=int, default=2,
+                        help="the warm worker's spare candidate processes (0: none starts during another "
+                             "evaluation; writes timing_vs_ncu_nospares.json)")
     parser.add_argument("--target", default="", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     log_dir = Path(os.environ.get("OUT", tempfile.mkdtemp()))
-    with tempfile.TemporaryDirectory() as tmp, WarmWorker() as worker:
+    with tempfile.TemporaryDirectory() as tmp, WarmWorker(spares=args.spares) as worker:
         for entry in _entries(args.cases):
             if time.perf_counter() - started > args.budget_s:
                 rows.append({"case": entry.label, "skipped": "budget"})
@@ -183,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "PYTHONPATH=src python3 benchmarks/timing_vs_ncu.py " + " ".join(argv or sys.argv[1:])
     name = "timing_vs_ncu_host_launched" if args.host_launched else "timing_vs_ncu"
     name = f"{name}_{args.mode}" if args.mode else name
-    write_result(f"{name}_warm" if args.warm_ms else name, metrics,
+    name = f"{name}_warm" if args.warm_ms else name
+    write_result(f"{name}_nospares" if args.spares == 0 else name, metrics,
                  command=command.strip(), extra={"cases": rows})
     log.info("%-44s %10s %10s %10s %6s", "case", "ncu ms", "judge ms", "reported", "err")
     for r in rows:

@@ -176,3 +176,28 @@ def test_a_spare_process_that_died_before_the_evaluation_is_replaced(tmp_path: P
     assert result.stage == "correct", (result.stage, result.reason, result.log[-1500:])
     assert any("spare candidate process had ended" in note for note in result.notes), result.notes
     assert not os.path.exists(spare.root)  # both processes' folders are removed
+
+
+@pytest.mark.slow
+def test_a_worker_with_no_spares_starts_no_candidate_process_ahead() -> None:
+    """`WarmWorker(spares=0)`: nothing is started between evaluations (no spare initialising a device beside a
+    timed evaluation); each evaluation starts its own candidate process, and is judged as usual. The default keeps
+    spares started ahead."""
+    case = next(c for c in cpu_cases() if c.name == "honest_tiny_mean")
+
+    def runners(worker: WarmWorker) -> list[int]:
+        return [p for p in descendants(worker.pid) if "ca_runner.boot" in cmdline(p)]
+
+    with WarmWorker(spares=0) as worker:
+        assert runners(worker) == []
+        result = evaluate(case.load_task(), case.solution, EvalConfig(mode=case.mode, profile=False, timeout_s=120),
+                          worker=worker)
+        assert result.stage == "correct", (result.stage, result.reason)
+        assert runners(worker) == []
+    with WarmWorker() as worker:
+        deadline = time.monotonic() + 60
+        while len(runners(worker)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert runners(worker)
+    with pytest.raises(ValueError, match="spares"):
+        WarmWorker(spares=-1)

@@ -151,7 +151,12 @@ class WarmWorker:
     caller wants; each job is its own forked judge). Use as a context manager or call `close`."""
 
     def __init__(self, env: dict[str, str] | None = None, start_timeout_s: float = 120.0, *,
-                 gpu: bool | None = None) -> None:
+                 gpu: bool | None = None, spares: int = 2) -> None:
+        """``spares``: candidate processes kept started ahead of the evaluations (each saves an evaluation the
+        seconds of importing torch and initialising the device; 0 starts one per evaluation, nothing in between)."""
+        if spares < 0:
+            raise ValueError(f"WarmWorker: spares must be 0 or more, got {spares}")
+        self._spares = spares
         self._env = env
         self._start_timeout_s = start_timeout_s
         self._gpu = bool(gpu_device_nodes()) if gpu is None else gpu
@@ -193,7 +198,8 @@ class WarmWorker:
         # happens when this process ends however it ends, and its sandbox's PID namespace takes every judge along.
         spec = TaskCodeSpec(rw=[self._dir], ro=[str(cache)], gpu=self._gpu, die_with_parent=False,
                             env={"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **(self._env or {})})
-        argv = python_argv("cuda_agent.evaluator.judge_process", "--serve", self.socket_path, "--end-with-parent")
+        argv = python_argv("cuda_agent.evaluator.judge_process", "--serve", self.socket_path, "--end-with-parent",
+                           "--spares", str(self._spares))
         try:
             # stdin: a pipe this process holds open until it ends (even by SIGKILL), when the server stops too
             with open(os.path.join(self._dir, "server.log"), "wb") as log_fh:

@@ -106,7 +106,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket, spare: Any) -> None
         os._exit(code)
 
 
-SPARES = 2
+SPARES = 2  # the default number of spare candidate processes (`serve`'s ``spares``)
 
 
 def _new_spare() -> Any:
@@ -193,7 +193,9 @@ def _ignore_children() -> None:
             return
 
 
-def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
+def serve(socket_path: str, *, end_with_parent: bool = False, spares_wanted: int = SPARES) -> None:
+    """The warm worker's fork server: a judge forked per connection, ``spares_wanted`` spare candidate processes
+    kept started ahead (0: none; every evaluation starts its own)."""
     import ctypes
 
     if end_with_parent:
@@ -212,7 +214,7 @@ def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
     listener.listen(64)
     # Rationale (speed): a candidate process needs seconds to import torch; evaluations arriving back to back each
     # adopt one started ahead of time, oldest first.
-    spares = [s for s in (_new_spare() for _ in range(SPARES)) if s is not None]
+    spares = [s for s in (_new_spare() for _ in range(spares_wanted)) if s is not None]
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     judges: dict[int, int | None] = {}  # running judge -> the spare candidate process it adopted
@@ -232,7 +234,7 @@ def serve(socket_path: str, *, end_with_parent: bool = False) -> None:
         if spare is not None:
             os.close(spare.sock_fd)  # the judge owns it now
             os.close(spare.status_fd)
-        fresh = _new_spare()
+        fresh = _new_spare() if spares_wanted else None
         if fresh is not None:
             spares.append(fresh)
 
@@ -244,9 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve")
     parser.add_argument("--end-with-parent", action="store_true",
                         help="with --serve: stop when stdin (a pipe from the starting process) closes")
+    parser.add_argument("--spares", type=int, default=SPARES,
+                        help="with --serve: spare candidate processes kept started ahead (0: none)")
     args = parser.parse_args(argv)
+    if args.spares < 0:
+        parser.error("--spares must be 0 or more")
     if args.serve:
-        serve(args.serve, end_with_parent=args.end_with_parent)
+        serve(args.serve, end_with_parent=args.end_with_parent, spares_wanted=args.spares)
         return 0
     if not (args.job and args.result):
         parser.error("give --job JOB.json --result RESULT.json, or --serve SOCKET")
