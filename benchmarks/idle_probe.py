@@ -12,7 +12,9 @@ time, at K = 1 to 64, in strict and relaxed mode alike. The candidates this prob
            switch): the kernel's event time, and the wall span less the null's, across two processes as the judge
            and the runner do it (SIGSTOP between requests, a pipe for the request);
   warm     the same two-process request with the device kept busy until the request is sent (a warm-up kernel of
-           about 1 ms right before), which removes the idle part if that is the cause.
+           about 1 ms right before), which removes the idle part if that is the cause; and with the warm-up in the
+           runner's process instead, at the start of the request (inside the span, null and work alike), which
+           removes a cost of the first kernels after the other process used the device.
 
 Writes benchmarks/results/idle_probe.json (machine, date, command) and prints a table.
 
@@ -96,21 +98,28 @@ def in_process(mib: int, requests: int) -> dict[str, Any]:
     return out
 
 
-def _runner(conn: Any, mib: int) -> None:
+def _runner(conn: Any, mib: int, warm_ms: float) -> None:
     """The candidate's side: replays the graph it is told to (0 null, 1 work), synchronises, answers its event
-    time; stopped by the judge between requests."""
+    time; stopped by the judge between requests. ``warm_ms``: first keep the device busy this long in this process
+    (inside the request's span, for the null and the work alike)."""
     import torch
 
     work, null, keep = _graphs(torch, mib)
+    scratch = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    repeats = max(1, int(warm_ms / 0.05))
     conn.send("ready")
     while True:
         which = conn.recv()
         if which is None:
             return
+        if warm_ms:
+            for _ in range(repeats):
+                scratch.zero_()
+            torch.cuda.synchronize()
         conn.send(_events(torch, work if which else null))
 
 
-def two_processes(mib: int, requests: int, warm_ms: float) -> dict[str, Any]:
+def two_processes(mib: int, requests: int, warm_ms: float, runner_warm_ms: float = 0.0) -> dict[str, Any]:
     """The judge's way: flush and synchronise here, SIGCONT the runner, send, wait, SIGSTOP; the wall span less the
     null's, and the runner's own event time of the work. ``warm_ms``: keep this process's device busy for about that
     long right before sending (0: the flush only)."""
@@ -118,7 +127,7 @@ def two_processes(mib: int, requests: int, warm_ms: float) -> dict[str, Any]:
 
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
-    proc = ctx.Process(target=_runner, args=(there, mib), daemon=True)
+    proc = ctx.Process(target=_runner, args=(there, mib, runner_warm_ms), daemon=True)
     proc.start()
     assert here.recv() == "ready"
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
@@ -151,7 +160,7 @@ def two_processes(mib: int, requests: int, warm_ms: float) -> dict[str, Any]:
             proc.kill()
     row = {"span_less_null_ms": statistics.median(spans[1]) - statistics.median(spans[0]),
            "runner_event_ms": statistics.median(events), "null_span_ms": statistics.median(spans[0])}
-    print(f"two processes, warm {warm_ms:g} ms: {row}", flush=True)
+    print(f"two processes, warm {warm_ms:g} ms here, {runner_warm_ms:g} ms in the runner: {row}", flush=True)
     return row
 
 
@@ -164,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = {"in_process": in_process(args.mib, args.requests),
             "two_processes": two_processes(args.mib, args.requests, 0.0),
-            "two_processes_warm_1ms": two_processes(args.mib, args.requests, 1.0)}
+            "two_processes_warm_1ms": two_processes(args.mib, args.requests, 1.0),
+            "two_processes_runner_warm_1ms": two_processes(args.mib, args.requests, 0.0, 1.0)}
     hot = rows["in_process"]["idle_0ms"]["event_ms"]
     metrics = {"hot_event_ms": hot,
                "idle_50ms_excess_ms": rows["in_process"]["idle_50ms"]["event_ms"] - hot,
                "two_process_excess_ms": rows["two_processes"]["span_less_null_ms"] - hot,
-               "two_process_warm_excess_ms": rows["two_processes_warm_1ms"]["span_less_null_ms"] - hot}
+               "two_process_warm_excess_ms": rows["two_processes_warm_1ms"]["span_less_null_ms"] - hot,
+               "two_process_runner_warm_excess_ms":
+                   rows["two_processes_runner_warm_1ms"]["span_less_null_ms"] - hot}
     command = "PYTHONPATH=src python3 benchmarks/idle_probe.py " + " ".join(argv or sys.argv[1:])
     write_result("idle_probe", metrics, command=command.strip(), extra=rows)
     for name, row in rows.items():
