@@ -202,7 +202,12 @@ def main(argv: list[str] | None = None) -> int:
             earlier_run = json.loads(args.add_to.read_text())
             earlier_rows = [r for r in earlier_run.get("details", {}).get("cases", []) if r.get("ok") is not None
                             and not any(again in r["case"] for again in args.rerun)]
-            done_cases = {r["case"] for r in earlier_rows}
+            runs: dict[str, int] = {}
+            for r in earlier_rows:
+                runs[r["case"]] = runs.get(r["case"], 0) + 1
+            # a case the earlier part's budget cut short of --repeats runs is run again, whole
+            done_cases = {case for case, n in runs.items() if n >= max(1, args.repeats)}
+            earlier_rows = [r for r in earlier_rows if r["case"] in done_cases]
             run.rows.extend(earlier_rows)
             parts = list(earlier_run.get("details", {}).get("parts") or
                          [{"command": earlier_run.get("command"), "date": earlier_run.get("date"),
