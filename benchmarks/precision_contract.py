@@ -40,7 +40,8 @@ def tasks(device: str, quick: bool) -> list[Task]:
     out = [gemm_task(m, k, n, positive, device) for m, k, n in sizes for positive in (True, False)]
     out += [conv_task(True, device), conv_task(False, device), linear_task(True, device), linear_task(False, device),
             shortcut_task(device), reduction_task(device=device)]
-    out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log")]
+    out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log", "tanh", "gelu_tanh")]
+    out += [unary_task(op, False, device=device) for op in ("tanh", "gelu_tanh")]
     return out
 
 
@@ -81,8 +82,15 @@ def _metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     lowered = [r for r in rows if not r["honest"] and r["exact"]]
     judged = [r[k] for r in honest for k in ("own", "zero") if r[k] is not None]
     signed_lowered = [r["own"]["sig"][1] for r in lowered if r["own"]["sig"] and "signature" in r["own"]["fired"]]
+    # tasks whose floor the accumulation depth lowered (elementwise tasks, short reductions): the margins around it
+    tight = lambda r: r["own"]["bound_units"] < CONTRACT.floor_units  # noqa: E731
     return {
         "magnitude_ratio": CONTRACT.ratio, "floor_units": CONTRACT.floor_units, "signature_min_corr": CONTRACT.min_corr,
+        "min_floor_units": CONTRACT.min_floor_units, "floor_per_sqrt_term": CONTRACT.per_sqrt_term,
+        "lowered_floor_honest_max_units": max((s["max_units"] for r in honest if tight(r)
+                                               for s in (r["own"], r["zero"]) if s is not None), default=0.0),
+        "lowered_floor_lowered_min_units": min((r["contract"]["max_units"] for r in rows
+                                                if not r["honest"] and tight(r)), default=0.0),
         "honest_total": len(honest), "honest_refused": sum(not r["contract"]["ok"] for r in honest),
         "lowered_total": len(lowered), "lowered_accepted": sum(r["contract"]["ok"] for r in lowered),
         "verdict_flips": sum(r["flip"] for r in rows),
@@ -101,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every row here")
     args = parser.parse_args(argv)
     rows, bad = [], []
-    print(f"contract: bound = max({CONTRACT.ratio:g} x e_ref, {CONTRACT.floor_units:g} u), u = 2^-24; signature: "
+    print(f"contract: bound = max({CONTRACT.ratio:g} x e_ref, floor), floor = {CONTRACT.per_sqrt_term:g} x sqrt(depth) "
+          f"within [{CONTRACT.min_floor_units:g}, {CONTRACT.floor_units:g}] u ({CONTRACT.floor_units:g} u with a "
+          f"contraction or an unknown depth), u = 2^-24; signature: "
           f"corr >= {CONTRACT.min_corr}, slope in {CONTRACT.slope}, >= {CONTRACT.min_elements} elements")
     print(f"{'task':34} {'variant':30} {'own inputs: e_cand / e_ref':>30} {'zero-mean inputs':>30}  "
           f"{'best signature (own)':34} verdict")

@@ -67,13 +67,19 @@ class Unary(nn.Module):
         self.op = op
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return {"gelu": F.gelu, "exp": torch.exp, "log": torch.log}[self.op](x)
+        return {"gelu": F.gelu, "exp": torch.exp, "log": torch.log, "tanh": torch.tanh,
+                "gelu_tanh": gelu_tanh}[self.op](x)
+
+
+def gelu_tanh(x: torch.Tensor, tanh: Callable[[torch.Tensor], torch.Tensor] = torch.tanh) -> torch.Tensor:
+    """minGPT's GELU (KernelBench L1/88), with ``tanh`` replaceable."""
+    return 0.5 * x * (1.0 + tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
 @dataclass(frozen=True)
 class Task:
     name: str
-    kind: str                                  # gemm, conv, reduction, gelu, exp, log
+    kind: str                                  # gemm, conv, reduction, gelu, exp, log, tanh, gelu_tanh
     make_model: Callable[[], nn.Module]
     make_inputs: Callable[[torch.Generator], list[torch.Tensor]]
     positive: bool                             # the task's own inputs are all positive (torch.rand)
@@ -127,9 +133,12 @@ def reduction_task(rows: int = 32, length: int = 65536, device: str = "cpu") -> 
 
 
 def unary_task(op: str, positive: bool, n: int = 1 << 20, device: str = "cpu") -> Task:
+    """An elementwise task on ``n`` values: torch.rand (or randn) times 4, except log, tanh and the tanh GELU, which
+    take KernelBench's own range (L1/22, L1/88: torch.rand)."""
     data = "rand" if positive else "randn"
+    scale = 1.0 if op in ("log", "tanh", "gelu_tanh") else 4.0
     return Task(f"{op} {data}", op, lambda: Unary(op),
-                lambda g: [(_draw((n,), positive, g, device) * (4.0 if op != "log" else 1.0))], positive)
+                lambda g: [(_draw((n,), positive, g, device) * scale)], positive)
 
 
 # -- rounding, written independently of the judge's ---------------------------------------------------------------
@@ -308,18 +317,52 @@ def reduction_variants() -> list[Variant]:
     ]
 
 
+def _fast_exp(t: torch.Tensor) -> torch.Tensor:
+    """exp with the error of ``-use_fast_math``'s ``__expf`` (ex2.approx after a multiply): up to 2 ulp plus the
+    rounding of ``t * log2(e)`` carried through the exponential, drawn from a fixed generator."""
+    gen = torch.Generator().manual_seed(7)
+    wobble = (torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2 - 1).to(t.device)
+    arg = (t * (1.0 / math.log(2.0))).double()
+    return (torch.exp2(arg) * (1 + wobble * 2.0 ** -22)).float()
+
+
+def _tanh_from_exp(t: torch.Tensor, exp: Callable[[torch.Tensor], torch.Tensor] = torch.exp) -> torch.Tensor:
+    return 1.0 - 2.0 / (exp(2.0 * t) + 1.0)
+
+
+def tanh_rounded(bits: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """tanh with its result kept to ``bits`` mantissa bits: 11 bits is half precision's, and about the error of the
+    hardware's tanh.approx.f32 (what ``-use_fast_math`` makes of ``tanhf``: relative error up to 2^-10.99); 12 bits
+    is what it measured on L1/88's inputs on the H200 (accepted there under the 512-unit floor)."""
+    return lambda t: mantissa(torch.tanh(t), bits, "nearest")
+
+
 def unary_variants(op: str) -> list[Variant]:
     honest = {
         "gelu": lambda t: 0.5 * t * (1.0 + torch.erf(t * (1.0 / math.sqrt(2.0)))),
         "exp": lambda t: torch.exp2(t * (1.0 / math.log(2.0))),
         "log": lambda t: torch.log2(t) * math.log(2.0),
+        "tanh": _tanh_from_exp,
+        "gelu_tanh": lambda t: t / (1.0 + torch.exp(-2.0 * math.sqrt(2.0 / math.pi) * (t + 0.044715 * t * t * t))),
     }[op]
-    return [
+    out = [
         Variant("fp32 (torch)", True, lambda m, x: [m(x[0])]),
         Variant("fp32, another formula", True, lambda m, x: [honest(x[0])]),
         Variant("float64, rounded", True, lambda m, x: [m.double()(x[0].double()).float()]),
         Variant("fp16 inputs", False, lambda m, x: [m(x[0].half().float())]),
     ]
+    if op == "tanh":
+        out += [Variant("fp32, fast-math exp (2 ulp)", True,
+                        lambda m, x: [_tanh_from_exp(x[0], _fast_exp)])]
+    if op == "gelu_tanh":
+        out += [Variant("fp32, fast-math exp (2 ulp)", True,
+                        lambda m, x: [gelu_tanh(x[0], lambda v: _tanh_from_exp(v, _fast_exp))])]
+    if op in ("tanh", "gelu_tanh"):
+        apply = (lambda f: lambda m, x: [f(x[0])]) if op == "tanh" else \
+            (lambda f: lambda m, x: [gelu_tanh(x[0], f)])
+        out += [Variant(f"tanh to {bits} bits{label}", False, apply(tanh_rounded(bits)))
+                for bits, label in ((11, " (fp16, tanh.approx)"), (12, " (tanh.approx on L1/88)"), (14, ""))]
+    return out
 
 
 def _with_tf32(fn: Callable[[nn.Module, list[torch.Tensor]], list[Any]]) -> Callable[..., list[Any]]:

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from cuda_agent.evaluator.judge.depth import UNKNOWN
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
                                                   plan_zero_mean, round_mantissa)
 from precision_variants import (LOWER, Task, Variant, conv_task, draw, gemm_task, hardware_variants, linear_task,
@@ -62,6 +63,37 @@ def test_reductions_shortcuts_and_elementwise_do_not_false_fire(task: Task, vari
             assert on_own.ok and (on_zero is None or on_zero.ok), (on_own.errors, on_zero and on_zero.errors)
         else:
             assert not (on_own.ok and (on_zero is None or on_zero.ok))
+
+
+TANH_TASKS = [unary_task(op, positive, 1 << 18) for op in ("tanh", "gelu_tanh") for positive in (True, False)]
+
+
+@pytest.mark.parametrize(("task", "variant"), _cases(TANH_TASKS))
+def test_elementwise_approximate_tanh_refused_fast_math_exp_accepted(task: Task, variant: Variant) -> None:
+    """tanh kept to 11, 12 or 14 bits (half precision, the hardware's tanh.approx as it measured on L1/88) is refused
+    on the task's own inputs on every draw; fp32 formulas, the fast-math exponential's 2 ulp included, pass."""
+    for seed in (31, 32):
+        on_own, on_zero = _run(task, variant, seed)
+        assert on_own.checked
+        if variant.honest:
+            assert on_own.ok and (on_zero is None or on_zero.ok), (on_own.errors, on_zero and on_zero.errors)
+            assert max(e.units for e in on_own.errors) < CONTRACT.min_floor_units / 8
+        else:
+            assert not on_own.ok, on_own.errors
+
+
+def test_the_elementwise_floor_closes_what_the_flat_floor_let_through() -> None:
+    """L1/88 on torch.rand data: tanh to 12 bits errs by about 335 units, under the old flat floor (512, what an
+    unknown depth still gets) and above the elementwise one (64): the reason the floor follows the depth."""
+    task = unary_task("gelu_tanh", True, 1 << 18)
+    variant = next(v for v in variants_for(task) if v.name.startswith("tanh to 12 bits"))
+    d = draw(task, variant, 41)
+    flat = judge_precision(d.model, [d.own], None, CPU, depth=UNKNOWN)
+    traced = judge_precision(d.model, [d.own], None, CPU)
+    assert flat.ok and not traced.ok
+    (error,) = traced.errors
+    assert 100 < error.units < CONTRACT.floor_units and error.bound == pytest.approx(CONTRACT.min_floor_units * FP32_UNIT)
+    assert "accumulation depth 1 (no contraction)" in traced.violations[0]
 
 
 def test_positive_data_needs_the_signature_for_tf32_and_fp16() -> None:

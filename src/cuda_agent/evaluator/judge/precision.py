@@ -6,8 +6,13 @@ reference run in float64 (inputs and parameters widened, TF32 off), ``r32`` the 
 task's own inputs and on zero-mean inputs (the same inputs re-centred, `plan_zero_mean`), each floating output must
 satisfy both rules:
 
-1. magnitude: ``err(candidate) <= max(MAGNITUDE_RATIO * err(r32), FLOOR_UNITS * u)`` with ``u = 2**-24`` (the fp32
-   rounding unit): 16 times the fp32 reference's own error, and never less than 512 units (3.05e-5). Any fp32
+1. magnitude: ``err(candidate) <= max(MAGNITUDE_RATIO * err(r32), floor)`` with ``u = 2**-24`` (the fp32 rounding
+   unit): 16 times the fp32 reference's own error, and never less than the task's floor: ``2 * sqrt(depth)`` units
+   within [64, 512] (3.05e-5), where ``depth`` is the most terms the reference sums into one output element
+   (`judge.depth`), and 512 wherever the reference contracts (matrix products, convolutions, attention: their fast
+   honest algorithms err more than a direct sum) or the depth is unknown. Elementwise tasks get 64: honest fp32
+   formulas there stay within 5 units, and 512 admitted a tanh good to 12 bits (the hardware's tanh.approx.f32, what
+   -use_fast_math makes of tanhf, passed L1/88 on the H200). For the long sums, any fp32
    computation, in any summation order (split-K, atomics, a different tree, Kahan, float64 accumulation, fused
    epilogues, folded weights), stays within a few times the reference's error, and below 512 units up to
    reductions of about half a million terms summed one after another into one accumulator (measured: 45 units on
@@ -60,11 +65,14 @@ from typing import Any, Iterator, Literal, Sequence
 import torch
 
 from cuda_agent.evaluator.judge import compare
+from cuda_agent.evaluator.judge.depth import Depth, accumulation_depth
 
 RULE = "lowered_precision"
 FP32_UNIT = 2.0 ** -24            # the fp32 rounding unit (half an ulp of 1.0)
 MAGNITUDE_RATIO = 16.0            # the candidate's error at most this many times the fp32 reference's ...
-FLOOR_UNITS = 512.0               # ... or this many fp32 units, whichever is larger
+FLOOR_UNITS = 512.0               # ... or the floor, whichever is larger: at most this many fp32 units ...
+FLOOR_PER_SQRT_TERM = 2.0         # ... this many times the square root of the task's accumulation depth ...
+MIN_FLOOR_UNITS = 64.0            # ... and never less than this (elementwise tasks)
 SIGNATURE_MIN_CORR = 0.5          # correlation of the candidate's error with a format's rounding error ...
 SIGNATURE_SLOPE = (0.25, 4.0)     # ... at full strength (the candidate carries that error, not a trace of it) ...
 SIGNATURE_MIN_ELEMENTS = 1024     # ... over enough outputs that chance correlation stays below 0.13 (4 sigma)
@@ -98,6 +106,8 @@ class PrecisionContract:
 
     ratio: float = MAGNITUDE_RATIO
     floor_units: float = FLOOR_UNITS
+    per_sqrt_term: float = FLOOR_PER_SQRT_TERM
+    min_floor_units: float = MIN_FLOOR_UNITS
     signature: bool = True
     min_corr: float = SIGNATURE_MIN_CORR
     slope: tuple[float, float] = SIGNATURE_SLOPE
@@ -107,10 +117,20 @@ class PrecisionContract:
 
     @property
     def floor(self) -> float:
+        """The floor where the task's accumulation depth is unknown or it contracts (the largest floor)."""
         return self.floor_units * FP32_UNIT
 
-    def bound(self, ref_error: float) -> float:
-        return max(self.ratio * ref_error, self.floor)
+    def floor_for(self, depth: Depth | None) -> float:
+        """The floor for a task of accumulation depth ``depth`` (`judge.depth`): ``per_sqrt_term * sqrt(terms)``
+        fp32 units within [min_floor_units, floor_units]; the largest where the depth is unknown or the task has a
+        matrix product, convolution or attention (fast honest algorithms for those err more than a direct sum)."""
+        if depth is None or depth.terms is None or depth.contraction:
+            return self.floor
+        units = min(self.floor_units, max(self.min_floor_units, self.per_sqrt_term * math.sqrt(depth.terms)))
+        return units * FP32_UNIT
+
+    def bound(self, ref_error: float, depth: Depth | None = None) -> float:
+        return max(self.ratio * ref_error, self.floor_for(depth))
 
 
 CONTRACT = PrecisionContract()
@@ -281,7 +301,8 @@ def plan_zero_mean(ref_model: torch.nn.Module, inputs: Sequence[Any]) -> ZeroMea
 
 # -- the check --------------------------------------------------------------------------------------------------------
 def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean: Sequence[Call] | None,
-                    device: torch.device, *, contract: PrecisionContract = CONTRACT) -> PrecisionVerdict:
+                    device: torch.device, *, contract: PrecisionContract = CONTRACT,
+                    depth: Depth | None = None) -> PrecisionVerdict:
     """Check the contract on the candidate's calls.
 
     ``ref_model``: the task's reference in float32, on ``device`` (not modified: float64 and rounded copies are
@@ -289,31 +310,36 @@ def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean:
     pair (inputs as the candidate got them, the candidate's tensor outputs in the order of the reference's tensor
     leaves), on ``device`` or on the host. The caller decides that the task is fp32 and fires `RULE` with each of
     ``violations``. Cost: a float32 and a float64 forward per call, and two more float64 forwards (on rounded copies
-    of the inputs and the model) for the signature. Raises nothing: a reference with no float64 kernel gives
-    ``checked=False`` and a note."""
+    of the inputs and the model) for the signature. ``depth``: the task's accumulation depth, which sets the floor
+    (`PrecisionContract.floor_for`); None traces it here, on the first call's inputs (the judge traces it once,
+    before any candidate code loads). Raises nothing: a reference with no float64 kernel gives ``checked=False``
+    and a note."""
     calls = [(f"own call {i}", c, "own") for i, c in enumerate(kept)] + \
             [(f"zero-mean call {i}", c, "zero") for i, c in enumerate(zero_mean or ())]
     if not calls:
         return PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
     notes: list[str] = []
+    if depth is None:
+        first = [x.to(device) if isinstance(x, torch.Tensor) else x for x in calls[0][1][0]]
+        depth = accumulation_depth(ref_model, first)
     try:
         with exact_fp32():
-            errors = _judge_calls(ref_model, calls, device, contract, notes)
+            errors = _judge_calls(ref_model, calls, device, contract, notes, depth)
     except (RuntimeError, TypeError, NotImplementedError) as exc:
         return PrecisionVerdict(True, False, notes=(f"precision not checked: the reference does not run in float64 "
                                                     f"({exc})"[:300],))
-    violations = tuple(_describe(e, contract) for e in errors if e.fired)
+    violations = tuple(_describe(e, contract, depth) for e in errors if e.fired)
     return PrecisionVerdict(not violations, bool(errors), violations, tuple(dict.fromkeys(notes)), tuple(errors))
 
 
 def _judge_calls(ref_model: torch.nn.Module, calls: list[tuple[str, Call, str]], device: torch.device,
-                 contract: PrecisionContract, notes: list[str]) -> list[OutputError]:
+                 contract: PrecisionContract, notes: list[str], depth: Depth | None) -> list[OutputError]:
     """Every output of every call under the magnitude rule, and the first own calls' under the signature too."""
     errors: list[OutputError] = []
     ref64 = copy.deepcopy(ref_model).double()
     signed = 0
     for label, (inputs, outputs), kind in calls:
-        found, out64 = _judge_call(ref_model, ref64, label, inputs, outputs, device, contract, notes)
+        found, out64 = _judge_call(ref_model, ref64, label, inputs, outputs, device, contract, notes, depth)
         if contract.signature and kind == "own" and signed < contract.signature_calls and \
                 not any(e.fired for e in found):
             signed += 1
@@ -329,7 +355,7 @@ def _tensor_leaves(obj: Any) -> list[torch.Tensor]:
 
 def _judge_call(ref_model: torch.nn.Module, ref64: torch.nn.Module, label: str, inputs: Sequence[Any],
                 outputs: Sequence[torch.Tensor], device: torch.device, contract: PrecisionContract,
-                notes: list[str]) -> tuple[list[OutputError], list[torch.Tensor]]:
+                notes: list[str], depth: Depth | None) -> tuple[list[OutputError], list[torch.Tensor]]:
     """The magnitude rule on one call's outputs; also the float64 reference's outputs (for the signature)."""
     on_device = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     with torch.no_grad():
@@ -349,7 +375,7 @@ def _judge_call(ref_model: torch.nn.Module, ref64: torch.nn.Module, label: str, 
         if not math.isfinite(e_ref):
             notes.append(f"output {k}: not judged for precision where the fp32 reference overflows")
             continue
-        bound = contract.bound(e_ref)
+        bound = contract.bound(e_ref, depth)
         found.append(OutputError(label, k, r64.numel(), e_cand, e_ref, bound,
                                  fired="magnitude" if not e_cand <= bound else ""))
     return found, out64
@@ -385,11 +411,13 @@ def _with_signatures(ref_model: torch.nn.Module, inputs: Sequence[Any], outputs:
     return result
 
 
-def _describe(e: OutputError, contract: PrecisionContract) -> str:
+def _describe(e: OutputError, contract: PrecisionContract, depth: Depth | None) -> str:
     head = f"{e.call}, output {e.output}: relative error vs float64 {e.cand_error:.2e} ({e.units:.0f} fp32 units)"
     if e.fired == "magnitude":
+        floor = contract.floor_for(depth) / FP32_UNIT
+        why = "" if depth is None else f", for {depth.describe()}"
         return (f"{head}, above the bound {e.bound:.2e} (the larger of {contract.ratio:g} x the fp32 reference's "
-                f"{e.ref_error:.2e} and {contract.floor_units:g} units)")
+                f"{e.ref_error:.2e} and {floor:.0f} units{why})")
     sig = next(s for s in e.signatures if e.fired.endswith(s.format))
     return (f"{head} is the rounding error of {sig.format} operands (correlation {sig.corr:.2f}, slope "
             f"{sig.slope:.2f}); the fp32 reference's is {e.ref_error:.2e}")

@@ -37,6 +37,7 @@ from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import compare, precision, reference
 from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess
+from cuda_agent.evaluator.judge.depth import Depth, accumulation_depth
 from cuda_agent.evaluator.rules import RuleViolation
 
 _perf = time.perf_counter
@@ -163,6 +164,7 @@ class Session:
         self.history: list[Sample] = []  # every request of the candidate's, timed or not
         self.zero_mean_kept: list[tuple[list[Any], list[torch.Tensor]]] = []
         self.ref_error: float | None = None
+        self.depth: Depth | None = None                    # the reference's accumulation depth (the contract's floor)
         self._ref64: torch.nn.Module | None = None  # the reference in float64, made at the first call that needs it
         self.float64_rescued = 0                    # calls outside the float32 reference's tolerance, within float64's
         self.call_errors: list[float] = []
@@ -564,6 +566,7 @@ class Session:
             return
         try:
             with precision.exact_fp32():
+                self.depth = accumulation_depth(self.ref_model, input_sets[0])
                 ref64 = copy.deepcopy(self.ref_model).double()
                 errors = []
                 for inputs in input_sets:
@@ -602,7 +605,7 @@ class Session:
         # the contract's magnitude bound against float64, plus the reference's own error (the triangle inequality),
         # with the calibrated reference error doubled: a call's own reference error varies with its inputs
         ref_error = 2.0 * (self.ref_error or 0.0)
-        return precision.CONTRACT.bound(ref_error) + ref_error
+        return precision.CONTRACT.bound(ref_error, self.depth) + ref_error
 
     def precision_verdict(self) -> None:
         """Rationale: lowered precision (TF32, bf16, fp16 operands) passes a 1e-2 tolerance on benign inputs. A
@@ -619,7 +622,8 @@ class Session:
             self.state.fire("lowered_precision", f"{count} of {len(self.call_errors)} calls: relative error against "
                                                  f"the fp32 reference (float64 where that is far off) up to "
                                                  f"{worst:.2e}; the fp32 reference's own "
-                                                 f"error against float64 is {self.ref_error:.2e} (limit {limit:.2e})")
+                                                 f"error against float64 is {self.ref_error:.2e} (limit {limit:.2e}"
+                                                 f"{'' if self.depth is None else ', ' + self.depth.describe()})")
 
     # -- probes -------------------------------------------------------------------------------------------------
     def precision_probe(self) -> None:
@@ -632,7 +636,8 @@ class Session:
                              [o.to(self.device) for o in pair[1]])
         try:
             verdict = precision.judge_precision(self.ref_model, [move(p) for p in self.stash],
-                                                [move(p) for p in self.zero_mean_kept], self.device)
+                                                [move(p) for p in self.zero_mean_kept], self.device,
+                                                depth=self.depth)
         finally:
             self.stash.clear()
             self.zero_mean_kept.clear()
