@@ -11,7 +11,7 @@ import torch
 
 from cuda_agent.evaluator.judge.depth import UNKNOWN
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
-                                                  plan_zero_mean, round_mantissa)
+                                                  margins, plan_zero_mean, round_mantissa)
 from precision_variants import (LOWER, Task, Variant, conv_task, draw, gemm_task, hardware_variants, linear_task,
                                 reduction_task, shortcut_task, unary_task, variants_for)
 
@@ -272,3 +272,20 @@ def test_gpu_lowered_precision_refused_honest_accepted(task: Task, variant: Vari
         else:
             assert not on_zero.ok, on_zero.errors
             assert not on_own.ok, on_own.errors
+
+
+def test_margins_report_the_share_of_the_bound_and_the_strongest_signature() -> None:
+    """At K = 4096 on positive data a TF32 GEMM is under the floor (the magnitude rule lets it by) and its operand-
+    rounding signature refuses it: the margins show both, and the honest product's share of its bound."""
+    task = gemm_task(32, 4096, 64, True)
+    model = task.make_model()
+    own = task.make_inputs(torch.Generator().manual_seed(5))
+    tf32 = LOWER["tf32 nearest"]
+    honest = judge_precision(model, [(own, [own[0] @ own[1]])], [], CPU)
+    lowered = judge_precision(model, [(own, [tf32(own[0]) @ tf32(own[1])])], [], CPU)
+    fair, low = margins(honest), margins(lowered)
+    assert honest.ok and 0 < fair["probe_headroom"] < 1 and fair["probe_worst_call"] == "own call 0"
+    assert not lowered.ok and low["probe_headroom"] < 1, low  # refused by the signature, not by the size
+    assert low["signature_format"].startswith("tf32") and low["signature_corr"] >= CONTRACT.min_corr
+    assert fair["signature_corr"] < CONTRACT.min_corr and fair["probe_outputs"] == low["probe_outputs"] == 1
+    assert margins(judge_precision(model, [], [], CPU)) == {}

@@ -583,7 +583,8 @@ class Evaluation:
                     build_seconds=prepared.build_seconds if prepared else None, max_abs_error=state.max_abs,
                     max_rel_error=state.max_rel, input_sets_checked=state.calls_checked,
                     extra={"phase_seconds": dict(self.clock.seconds), "processes": dict(self.processes),
-                           "run": dict(self.run_shape)})
+                           "run": dict(self.run_shape),
+                           **({"precision": dict(state.precision)} if state.precision else {})})
 
     def _verdict_rules(self, prepared: Prepared | None, **fields: Any) -> EvalResult:
         violations = tuple(self.state.violations)

@@ -411,6 +411,25 @@ def _with_signatures(ref_model: torch.nn.Module, inputs: Sequence[Any], outputs:
     return result
 
 
+def margins(verdict: PrecisionVerdict) -> dict[str, Any]:
+    """How close a verdict's outputs came to the contract, for the result's diagnostics (``extra["precision"]``):
+    the worst error in fp32 units, its share of its bound (``probe_headroom``: 1.0 is the bound; an honest kernel
+    near it is a false refusal waiting to happen), and the strongest operand-rounding signature (correlation and
+    slope; `Signature.matches` says when it fires). Empty where nothing was judged."""
+    if not verdict.errors:
+        return {}
+    worst = max(verdict.errors, key=lambda e: e.cand_error / e.bound if e.bound > 0 else math.inf)
+    out: dict[str, Any] = {"probe_outputs": len(verdict.errors), "probe_worst_units": worst.units,
+                           "probe_bound_units": worst.bound / FP32_UNIT,
+                           "probe_headroom": worst.cand_error / worst.bound if worst.bound > 0 else None,
+                           "probe_worst_call": worst.call}
+    sigs = [s for e in verdict.errors for s in e.signatures]
+    if sigs:
+        top = max(sigs, key=lambda s: s.corr)
+        out.update(signature_format=top.format, signature_corr=top.corr, signature_slope=top.slope)
+    return out
+
+
 def _describe(e: OutputError, contract: PrecisionContract, depth: Depth | None) -> str:
     head = f"{e.call}, output {e.output}: relative error vs float64 {e.cand_error:.2e} ({e.units:.0f} fp32 units)"
     if e.fired == "magnitude":

@@ -102,6 +102,7 @@ class JudgeState:
     max_abs: float = 0.0
     max_rel: float = 0.0
     calls_checked: int = 0
+    precision: dict[str, Any] = field(default_factory=dict)  # how close the candidate came to the precision bounds
 
     def fire(self, rule: str, detail: str) -> None:
         if len(self.violations) < 40 and not any(v.rule == rule and v.detail == detail for v in self.violations):
@@ -617,6 +618,10 @@ class Session:
         limit = self._precision_limit()
         worst = max(self.call_errors)
         self.state.check("precision_every_call")
+        self.state.precision.update(every_call_worst=worst, every_call_limit=limit,
+                                    every_call_headroom=worst / limit if limit > 0 else None,
+                                    floor_units=precision.CONTRACT.floor_for(self.depth) / precision.FP32_UNIT,
+                                    depth=None if self.depth is None else self.depth.describe())
         if worst > limit:
             count = sum(e > limit for e in self.call_errors)
             self.state.fire("lowered_precision", f"{count} of {len(self.call_errors)} calls: relative error against "
@@ -642,6 +647,7 @@ class Session:
             self.stash.clear()
             self.zero_mean_kept.clear()
         self.state.notes.extend(verdict.notes)
+        self.state.precision.update(precision.margins(verdict))
         if verdict.checked:
             self.state.check("precision_probe")
         for detail in verdict.violations:
