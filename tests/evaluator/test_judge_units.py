@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.evaluator.judge import kernels, measure
+from cuda_agent.evaluator.judge import kernels, measure, memory
 from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
 from cuda_agent.evaluator.judge.session import Sample
 from cuda_agent.evaluator.judge.values import encode
@@ -302,3 +302,16 @@ def test_the_clocks_resolution_is_never_above_the_null_requests_own_span() -> No
     assert measure.resolution_ms([s.wall_ms for s in null], 1) == pytest.approx(centre)  # 3 deviations: 18 ms
     timed = measure.judge_times(_requests([12.0, 12.1, 11.9], 1), null, cuda=True)
     assert timed.median_ms == pytest.approx(12.0 - centre)
+
+
+def test_a_judge_out_of_memory_is_the_candidates_only_where_its_use_grew_past_its_share() -> None:
+    gib = 1 << 30
+    before = memory.DeviceUse(free=100 * gib, outside=2 * gib)
+    hoard = memory.DeviceUse(free=gib // 2, outside=101 * gib)          # took all but half a GiB
+    modest = memory.DeviceUse(free=40 * gib, outside=30 * gib)          # grew by 28 GiB: within its half
+    assert "grew by 99.0 GiB of the 100.0 GiB free" in memory.candidates_fault(before, hoard)
+    assert memory.candidates_fault(before, modest) == ""
+    edge = memory.DeviceUse(free=0, outside=2 * gib + int(memory.CANDIDATE_SHARE * 100 * gib))
+    assert memory.candidates_fault(before, edge) == ""                   # exactly the share is still allowed
+    assert memory.candidates_fault(None, hoard) == memory.candidates_fault(before, None) == ""
+    assert memory.device_use(torch.device("cpu")) is None

@@ -27,7 +27,7 @@ import torch
 from cuda_agent.errors import SandboxError, TaskError
 from cuda_agent.evaluator import timing
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, precision, reference
+from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, memory, precision, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
 from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, restore, solution_kind
 from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Session
@@ -298,9 +298,17 @@ class Evaluation:
                             not session.calibrate(sets[:size], fresh, NULL_REQUESTS, graph=True):
                         self._graph_off("the null model's requests could not be captured in a CUDA graph")
                     size *= 2
+            session.reserve_request_memory(sets)
             clock.start("candidate_load")
+            before = memory.device_use(self.device)
             self._load(proc, prepared, model_seed, init, {"keys": perturbed_keys} if perturb else False, ref_model)
-            return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
+            try:
+                return self._calls(session, proc, prepared, sets, baselines, ref_model, module)
+            except torch.OutOfMemoryError as exc:
+                blame = memory.candidates_fault(before, memory.device_use(self.device))
+                if not blame:
+                    raise
+                raise CallFailed("out_of_memory", f"{blame} ({str(exc)[:200]})") from exc
         except (CallFailed, CandidateGone) as exc:
             return self._failed(prepared, exc.stage, exc.reason, exc.log)
         finally:

@@ -232,6 +232,16 @@ class Session:
                              str(reply.get("log", "")))
         return bufset
 
+    def reserve_request_memory(self, bufsets: list[BufferSet]) -> None:
+        """The judge's copies of a whole request's outputs, on every set, allocated once and freed before any
+        candidate code loads: its allocator keeps the room for `_request`'s copies. Rationale: made only at the first
+        request, they failed where the candidate had taken the free memory by then (`judge.memory`)."""
+        if not self.cuda:
+            return
+        held = [[slot.view.clone() for slot in bufset.outputs] for bufset in bufsets]
+        self._sync()
+        del held
+
     def _request(self, message: dict[str, Any], bufsets: list[BufferSet]) -> tuple[dict[str, Any], float,
                                                                                      list[list[Any]]]:
         """The request, then at once (the candidate frozen) the judge's own copy of every call's outputs; the wall
