@@ -17,6 +17,7 @@ Writes benchmarks/results/evaluator.json (metrics of issue 15) and benchmarks/re
   verdict_flips          cases whose verdict (accepted or not, stage, reward) differed between repeats (--repeats)
   reported_time_used     1 when any evaluation used a time the candidate's process reported (the judge's clock only)
   precision_cases_total / precision_cases_rejected   the adversarial cases of the precision route
+  gpus                   the GPUs the cases were spread over (`--gpus`; one evaluation at a time on each)
   honest_precision_headroom_max   the largest share of its precision bound an honest case's error took (1.0 would
                          be refused; `extra["precision"]` of a result), and that case
 
@@ -25,9 +26,12 @@ Run: PYTHONPATH=src python3 benchmarks/evaluator.py [--budget-s 420] [--skip PHA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
+import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -59,6 +63,21 @@ def describe(result: EvalResult, wall_s: float) -> str:
             f"K {clock.get('batch')} {clock.get('clock')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}")
 
 
+def gpu_ids(wanted: int) -> list[dict[str, str]]:
+    """The environment that pins each warm worker to its GPU: ``[{}]`` for one (the inherited devices), else one
+    ``CUDA_VISIBLE_DEVICES`` per GPU, the first ``wanted`` of those visible (0: all of them)."""
+    if wanted == 1:
+        return [{}]
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if not visible:
+        from cuda_agent.pool.evaluators import query_gpu_names
+
+        visible = [str(i) for i in range(len(query_gpu_names()))]
+    if wanted < 0 or not visible or wanted > len(visible):
+        raise SystemExit(f"--gpus {wanted}: {len(visible)} GPU(s) visible")
+    return [{"CUDA_VISIBLE_DEVICES": v} for v in visible[:wanted or len(visible)]]
+
+
 def precision_headroom(result: EvalResult) -> float | None:
     """The larger share of its bound that the candidate's precision error took (1.0: at the bound), over the
     every-call check and the float64 probe; None where neither ran."""
@@ -76,8 +95,9 @@ def spread(values: list[float]) -> tuple[float, float]:
 class Run:
     """Evaluates entries and keeps the run's facts."""
 
-    def __init__(self, worker: WarmWorker, tmp: Path, deadline: float, secrets: Secrets) -> None:
-        self.worker = worker
+    def __init__(self, workers: list[WarmWorker], tmp: Path, deadline: float, secrets: Secrets) -> None:
+        self.workers = workers          # one per GPU (`--gpus`), each pinned to its GPU
+        self.worker = workers[0]
         self.secrets = secrets
         self.tmp = tmp
         self.deadline = deadline
@@ -90,13 +110,14 @@ class Run:
     def left(self) -> float:
         return self.deadline - time.perf_counter()
 
-    def evaluate(self, entry: Entry, **overrides: Any) -> EvalResult:
+    def evaluate(self, entry: Entry, worker: WarmWorker | None = None, **overrides: Any) -> EvalResult:
         timeout = min(300.0, max(20.0, self.left() - 15))  # a hang ends before the run's budget does
         config = EvalConfig(**{"mode": entry.mode, "timeout_s": timeout,
                                "profile": entry.honest or entry.needs_timing,
                                **({} if entry.gpu else {"device": "cpu"}), **overrides})
         start = time.perf_counter()
-        result = evaluate(entry.load_task(), entry.materialise(self.tmp), config, worker=self.worker,
+        worker = worker or self.worker
+        result = evaluate(entry.load_task(), entry.materialise(self.tmp), config, worker=worker,
                           env=self.secrets.env)
         wall = time.perf_counter() - start
         self._facts(result)
@@ -109,6 +130,7 @@ class Run:
                           "judge_ms": result.candidate.median_ms if result.candidate else None,
                           "clock": (result.extra.get("judge_clock") or {}).get("clock"),
                           "precision_headroom": precision_headroom(result),
+                          "gpu": self.workers.index(worker) if len(self.workers) > 1 else None,
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6]})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         if not ok:
@@ -126,21 +148,35 @@ class Run:
         self.reported_used = max(self.reported_used, int(clock.get("reported_time_used") or 0))
 
     def many(self, entries: list[Entry], parallel: int, timed: bool = False, **overrides: Any) -> None:
-        """Evaluate ``entries`` (``parallel`` at once: their builds overlap; untimed when parallel unless
-        ``timed``: verdicts no longer depend on times, so parallel timed runs only blur the speedups)."""
-        def one(entry: Entry, **more: Any) -> None:
+        """Evaluate ``entries``, ``parallel`` at once on each GPU (their builds overlap; untimed when parallel
+        unless ``timed``: verdicts no longer depend on times, so parallel timed runs only blur the speedups). With
+        several GPUs (`--gpus`) each takes the next entry when its evaluations end: one at a time each with
+        ``parallel`` 1, as the pools do (one timed job per GPU)."""
+        per_gpu = max(1, parallel)
+        free: queue.Queue[WarmWorker] = queue.Queue()
+        for worker in self.workers:
+            for _ in range(per_gpu):
+                free.put(worker)
+        more = {} if timed or per_gpu == 1 else {"profile": False}
+
+        def one(entry: Entry) -> None:
             if self.left() < 20:  # the result file is written only if the run ends within its budget
                 self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native,
                                   "ok": None, "stage": "not run (budget)"})
                 return
-            self.evaluate(entry, **more, **overrides)
+            worker = free.get()
+            try:
+                self.evaluate(entry, worker, **more, **overrides)
+            finally:
+                free.put(worker)
 
-        if parallel <= 1:
+        slots = per_gpu * len(self.workers)
+        if slots == 1:
             for entry in entries:
                 one(entry)
             return
-        with ThreadPoolExecutor(parallel) as pool:
-            list(pool.map(lambda e: one(e) if timed else one(e, profile=False), entries))
+        with ThreadPoolExecutor(slots) as pool:
+            list(pool.map(one, entries))
 
 
 def round_trips(run: Run, n: int) -> dict[str, Any]:
@@ -189,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="evaluate the honest and GPU adversarial cases this many at once, timed (times blurred)")
     parser.add_argument("--repeats", type=int, default=1, help="evaluate every case this many times (verdict flips)")
     parser.add_argument("--only", nargs="*", default=[], help="run only the cases whose label contains one of these")
+    parser.add_argument("--gpus", type=int, default=1,
+                        help="GPUs to spread the cases over, one warm worker pinned to each (0: every GPU visible); "
+                             "a case's repeats may land on different GPUs of the same model")
     parser.add_argument("--background", action="store_true",
                         help="run the CPU-bound phases (single-file builds, CPU cases) beside the GPU phases")
     args = parser.parse_args(argv)
@@ -196,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
     secrets = plant_secrets()
-    with tempfile.TemporaryDirectory() as tmp, WarmWorker(env=secrets.env) as worker:
-        run = Run(worker, Path(tmp), started + args.budget_s, secrets)
+    gpus = gpu_ids(args.gpus)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(WarmWorker(env={**secrets.env, **pin})) for pin in gpus]
+        log.info("%d warm worker(s)%s", len(workers), "".join(f", {p}" for p in gpus if p))
+        run = Run(workers, Path(tmp), started + args.budget_s, secrets)
         if "roundtrip" not in args.skip:
             metrics.update(round_trips(run, ROUND_TRIPS))
         elif args.previous is not None:  # the earlier run's round trips stand (same commit's judge, see the command)
@@ -284,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         # the fewest runs any case had (the parts of a run in parts may differ)
         "repeats": min((len([r for r in rows if r["case"] == c and r.get("ok") is not None]) for c in verdicts),
                        default=0),
-        "benchmark_seconds": time.perf_counter() - started,
+        "benchmark_seconds": time.perf_counter() - started, "gpus": len(gpus),
     })
     fast = [r for r in hon if r.get("judge_ms") is not None and 0.01 <= r["judge_ms"] <= 1.0]
     precision = [r for r in adv if "precision" in (r.get("style") or ())]
@@ -295,8 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                     "precision_cases_rejected": sum(bool(r["ok"]) for r in precision)})
     # how near the honest cases came to the precision bounds (1.0 is the bound): the false refusals to come
     headroom = [(r["precision_headroom"], r["case"]) for r in hon if r.get("precision_headroom") is not None]
-    metrics.update({"honest_precision_headroom_max": max(headroom)[0] if headroom else None,
-                    "honest_precision_headroom_worst_case": max(headroom)[1] if headroom else None})
+    if headroom:  # the case itself is in details.precision_headroom_worst
+        metrics["honest_precision_headroom_max"] = max(headroom)[0]
     ncu_file = ROOT / "benchmarks" / "results" / "timing_vs_ncu.json"
     if ncu_file.is_file():  # measured by its own script (benchmarks/timing_vs_ncu.py); copied, not measured here
         metrics["timing_vs_ncu_max_err"] = json.loads(ncu_file.read_text())["metrics"]["timing_vs_ncu_max_err"]
@@ -306,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     this_part = {"command": command.strip(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "cases": len({r["case"] for r in rows}) - sum(p.get("cases", 0) for p in parts)}
     path = write_result("evaluator", metrics, command=command.strip(),
-                        extra={"cases": rows, "flipped_cases": flips, "parts": [*parts, this_part]})
+                        extra={"cases": rows, "flipped_cases": flips, "parts": [*parts, this_part],
+                               "precision_headroom_worst": max(headroom)[1] if headroom else None})
     styles: dict[str, list[int]] = {}
     for r in hon:
         for style in r.get("style") or ("unlabelled",):
