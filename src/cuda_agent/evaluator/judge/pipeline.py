@@ -298,7 +298,7 @@ class Evaluation:
                             not session.calibrate(sets[:size], fresh, NULL_REQUESTS, graph=True):
                         self._graph_off("the null model's requests could not be captured in a CUDA graph")
                     size *= 2
-            session.reserve_request_memory(sets)
+            session.reserve_request_memory(sets if config.profile else sets[:self.batch])  # a request's sets
             clock.start("candidate_load")
             before = memory.device_use(self.device)
             self._load(proc, prepared, model_seed, init, {"keys": perturbed_keys} if perturb else False, ref_model)
