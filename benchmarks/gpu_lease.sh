@@ -8,16 +8,22 @@
 #   bash benchmarks/gpu_lease.sh wait STAGE [MAX_S]     (later calls; MAX_S default 540)
 #   bash benchmarks/gpu_lease.sh stop                   (ends the suite; sends back what exists)
 # Environment for the suite (NCU_CASES, EVALUATOR_ARGS, ...) is passed through from `start`.
+# LANE=NAME (with CUDA_VISIBLE_DEVICES) runs a second suite beside the first on other GPUs of a multi-GPU lease, in
+# folders of its own; give the same LANE to its `wait` and `stop` (e.g. LANE=corpus CUDA_VISIBLE_DEVICES=1,2,3).
 set -uo pipefail
-repo=/tmp/ca-repo
-suite_out=/tmp/ca-gpuout
+lane=${LANE:+-$LANE}
+repo=/tmp/ca-repo$lane
+suite_out=/tmp/ca-gpuout$lane
+sid=/tmp/ca-suite$lane.sid
 collect() {
   cat "$suite_out/summary.txt" 2>/dev/null
   if [[ -n "${OUT:-}" ]]; then
-    for f in "$suite_out"/*.log; do [[ -f "$f" ]] && cp "$f" "$OUT/"; done
-    tar czf "$OUT/results.tgz" -C "$repo" benchmarks/results benchmarks/logs 2>/dev/null
+    local dest="$OUT${LANE:+/$LANE}"  # a lane's files in a folder of their own
+    mkdir -p "$dest"
+    for f in "$suite_out"/*.log; do [[ -f "$f" ]] && cp "$f" "$dest/"; done
+    tar czf "$dest/results.tgz" -C "$repo" benchmarks/results benchmarks/logs 2>/dev/null
     # the baselines measured so far, for a later lease (.carry/baselines: run_gpu_suite.sh seeds the cache with them)
-    tar czf "$OUT/baselines.tgz" -C "${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}" baselines 2>/dev/null
+    tar czf "$dest/baselines.tgz" -C "${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}" baselines 2>/dev/null
   fi
   tail -c 2500 "$suite_out/all.log" 2>/dev/null
 }
@@ -26,9 +32,9 @@ case "${1:-}" in
     shift
     (( $# )) || { echo "gpu_lease.sh start: name the stages (see run_gpu_suite.sh)" >&2; exit 2; }
     rm -rf "$repo" "$suite_out" && mkdir -p "$suite_out" && cp -a "$(dirname "$0")/.." "$repo" || exit 1
-    (cd "$repo" && OUT="$suite_out" setsid nohup bash -c 'echo $$ > /tmp/ca-suite.sid; bash benchmarks/run_gpu_suite.sh "$@"; touch "$OUT/DONE"' \
-      suite "$@" > /tmp/ca-suite.log 2>&1 < /dev/null &)
-    echo "started: $*" ;;
+    (cd "$repo" && OUT="$suite_out" SID="$sid" setsid nohup bash -c 'echo $$ > "$SID"; bash benchmarks/run_gpu_suite.sh "$@"; touch "$OUT/DONE"' \
+      suite "$@" > "/tmp/ca-suite$lane.log" 2>&1 < /dev/null &)
+    echo "started${LANE:+ lane $LANE}${CUDA_VISIBLE_DEVICES:+ on GPUs $CUDA_VISIBLE_DEVICES}: $*" ;;
   wait)
     stage=${2:?gpu_lease.sh wait STAGE [MAX_S]}; max=${3:-540}; start=$SECONDS
     while (( SECONDS - start < max )); do
@@ -38,6 +44,6 @@ case "${1:-}" in
     done
     collect ;;
   stop)
-    [[ -f /tmp/ca-suite.sid ]] && pkill -s "$(cat /tmp/ca-suite.sid)"; sleep 2; collect ;;
+    [[ -f "$sid" ]] && pkill -s "$(cat "$sid")"; sleep 2; collect ;;
   *) echo "usage: gpu_lease.sh start STAGE ... | wait STAGE [MAX_S] | stop" >&2; exit 2 ;;
 esac
