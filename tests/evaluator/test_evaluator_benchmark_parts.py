@@ -1,0 +1,45 @@
+"""The evaluator benchmark's own parts, on the CPU: which GPU each warm worker is pinned to (`--gpus`) and the
+precision headroom it reads from a result. The corpus itself runs on the H200 (benchmarks/evaluator.py)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.evaluator.result import EvalResult
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "evaluator.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("evaluator_benchmark_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    sys.path.insert(0, str(SCRIPT.parent))  # as when run as a script: benchmarks_io beside it
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+        sys.modules.pop(spec.name, None)
+
+
+def test_one_worker_per_visible_gpu_in_the_visible_order(bench, monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,6")
+    assert bench.gpu_ids(1) == [{}]  # one GPU: the inherited devices, unchanged
+    assert bench.gpu_ids(2) == [{"CUDA_VISIBLE_DEVICES": "3"}, {"CUDA_VISIBLE_DEVICES": "5"}]
+    assert [pin["CUDA_VISIBLE_DEVICES"] for pin in bench.gpu_ids(0)] == ["3", "5", "6"]
+    with pytest.raises(SystemExit, match="3 GPU"):
+        bench.gpu_ids(4)
+
+
+def test_precision_headroom_is_the_larger_share_of_either_check(bench) -> None:
+    def result(record: dict) -> EvalResult:
+        return EvalResult(task_id="t", stage="correct", correct=True, extra={"precision": record} if record else {})
+
+    assert bench.precision_headroom(result({"every_call_headroom": 0.2, "probe_headroom": 0.7})) == 0.7
+    assert bench.precision_headroom(result({"every_call_headroom": 1.3, "probe_headroom": None})) == 1.3
+    assert bench.precision_headroom(result({})) is None
