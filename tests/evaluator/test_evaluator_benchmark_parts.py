@@ -2,29 +2,16 @@
 precision headroom it reads from a result. The corpus itself runs on the H200 (benchmarks/evaluator.py)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from cuda_agent.evaluator.result import EvalResult
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "evaluator.py"
-
+from benchmark_scripts import loaded_script
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("evaluator_benchmark_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    sys.path.insert(0, str(SCRIPT.parent))  # as when run as a script: benchmarks_io beside it
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("evaluator") as module:
         yield module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-        sys.modules.pop(spec.name, None)
 
 
 def test_one_worker_per_visible_gpu_in_the_visible_order(bench, monkeypatch) -> None:

@@ -3,7 +3,6 @@ evaluator without that package's __init__, and how it counts verdict pairs. The 
 (benchmarks/relaxed_parity.py on the H200)."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -11,23 +10,14 @@ import pytest
 
 from cuda_agent.locations import kernelbench_root
 
+from benchmark_scripts import loaded_script
 from corpus import honest_entries
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "relaxed_parity.py"
 
 
 @pytest.fixture(scope="module")
 def parity():
-    spec = importlib.util.spec_from_file_location("relaxed_parity_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    sys.path.insert(0, str(SCRIPT.parent))  # as when run as a script: its folder's helpers (benchmarks_io) import
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script("relaxed_parity") as module:
         yield module
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-        sys.modules.pop(spec.name, None)
 
 
 def test_cases_are_the_honest_single_files_of_kernelbench_tasks(parity) -> None:
