@@ -78,14 +78,6 @@ def gpu_ids(wanted: int) -> list[dict[str, str]]:
     return [{"CUDA_VISIBLE_DEVICES": v} for v in visible[:wanted or len(visible)]]
 
 
-def precision_headroom(result: EvalResult) -> float | None:
-    """The larger share of its bound that the candidate's precision error took (1.0: at the bound), over the
-    every-call check and the float64 probe; None where neither ran."""
-    record = result.extra.get("precision") or {}
-    shares = [record.get(k) for k in ("every_call_headroom", "probe_headroom") if record.get(k) is not None]
-    return max(shares) if shares else None
-
-
 def spread(values: list[float]) -> tuple[float, float]:
     mean = statistics.fmean(values) if values else math.nan
     cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else math.nan
@@ -129,7 +121,7 @@ class Run:
                           "speedup_compile": result.speedup_compile, "wall_s": wall, "repeat": self.repeat,
                           "judge_ms": result.candidate.median_ms if result.candidate else None,
                           "clock": (result.extra.get("judge_clock") or {}).get("clock"),
-                          "precision_headroom": precision_headroom(result),
+                          "precision_headroom": result.precision_share,
                           "gpu": self.workers.index(worker) if len(self.workers) > 1 else None,
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6]})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))

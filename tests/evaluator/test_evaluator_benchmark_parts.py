@@ -1,5 +1,5 @@
-"""The evaluator benchmark's own parts, on the CPU: which GPU each warm worker is pinned to (`--gpus`) and the
-precision headroom it reads from a result. The corpus itself runs on the H200 (benchmarks/evaluator.py)."""
+"""The evaluator benchmark's own parts, on the CPU: which GPU each warm worker is pinned to (`--gpus`), and the
+result's precision share that it records per case. The corpus itself runs on the H200 (benchmarks/evaluator.py)."""
 from __future__ import annotations
 
 import pytest
@@ -23,10 +23,14 @@ def test_one_worker_per_visible_gpu_in_the_visible_order(bench, monkeypatch) -> 
         bench.gpu_ids(4)
 
 
-def test_precision_headroom_is_the_larger_share_of_either_check(bench) -> None:
+def test_precision_share_is_the_larger_share_of_either_check() -> None:
     def result(record: dict) -> EvalResult:
         return EvalResult(task_id="t", stage="correct", correct=True, extra={"precision": record} if record else {})
 
-    assert bench.precision_headroom(result({"every_call_headroom": 0.2, "probe_headroom": 0.7})) == 0.7
-    assert bench.precision_headroom(result({"every_call_headroom": 1.3, "probe_headroom": None})) == 1.3
-    assert bench.precision_headroom(result({})) is None
+    both = result({"every_call_headroom": 0.2, "probe_headroom": 0.7, "floor_units": 64.0,
+                   "depth": "accumulation depth 1 (no contraction)"})
+    assert both.precision_share == 0.7
+    assert both.precision_summary() == ("largest error 70% of the fp32 precision bound; floor 64 fp32 units, "
+                                        "accumulation depth 1 (no contraction)")
+    assert result({"every_call_headroom": 1.3, "probe_headroom": None}).precision_share == 1.3
+    assert result({}).precision_share is None and result({}).precision_summary() == ""

@@ -83,6 +83,7 @@ def render_result(result: EvalResult, kind: EvalKind) -> str:
     lines += [f"rule {v.rule}: {v.detail}" for v in result.rules_fired if v.detail]
     if result.max_abs_error is not None:
         lines.append(f"max abs error: {result.max_abs_error:.3g}")
+    lines.append(result.precision_summary())
     if result.sol_fraction is not None:
         lines.append(f"{100 * result.sol_fraction:.1f}% of the speed-of-light floor ({result.sol_bound or 'bound'})")
     lines += _breakdown_lines(result)

@@ -118,6 +118,24 @@ class EvalResult:
     def candidate_ms(self) -> float | None:
         return self.candidate.median_ms if self.candidate is not None else None
 
+    @property
+    def precision_share(self) -> float | None:
+        """The largest share of its fp32 precision bound that the candidate's error took (1.0: at the bound, above:
+        refused as lowered_precision), over the every-call check and the float64 probe; None where neither ran."""
+        record = self.extra.get("precision") or {}
+        shares = [record[k] for k in ("every_call_headroom", "probe_headroom") if record.get(k) is not None]
+        return max(shares) if shares else None
+
+    def precision_summary(self) -> str:
+        """One line on the precision check for people and agents, or "" where it did not run."""
+        share = self.precision_share
+        if share is None:
+            return ""
+        record = self.extra.get("precision") or {}
+        floor = record.get("floor_units")
+        where = f"; floor {floor:.0f} fp32 units, {record['depth']}" if floor and record.get("depth") else ""
+        return f"largest error {100 * share:.0f}% of the fp32 precision bound{where}"
+
     def trimmed(self, max_log_chars: int) -> "EvalResult":
         return replace(self, log=_trim(self.log, max_log_chars), reason=_trim(self.reason, max_log_chars))
 
