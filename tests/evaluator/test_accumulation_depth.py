@@ -59,6 +59,10 @@ CASES = [
     ("matmul", Fn(lambda m, a, b: a @ b), [torch.rand(4, 96), torch.rand(96, 5)], 96, True),
     ("conv2d", Fn(lambda m, x: torch.relu(m.children_[0](x)), nn.Conv2d(3, 8, 3)), [torch.rand(2, 3, 8, 8)],
      28, True),
+    # distances sum over the features (their fast forms expand |x - y|^2 into products), however many pairs
+    ("cdist", Fn(lambda m, a, b: torch.cdist(a, b)), [torch.rand(10, 512), torch.rand(300, 512)], 512, True),
+    ("pdist", Fn(lambda m, a: F.pdist(a)), [torch.rand(10, 512)], 512, True),
+    ("unfold gathers", Fn(lambda m, x: F.unfold(x, kernel_size=3)), [torch.rand(2, 1, 6, 6)], 1, False),
 ]
 
 
@@ -69,11 +73,16 @@ def test_depth_of_known_operators(name: str, module: nn.Module, inputs: list, te
     assert depth == Depth(terms, contraction), depth
 
 
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
 @pytest.mark.parametrize("fn", [
     lambda m, x: torch.linalg.inv(x[:4, :4] + torch.eye(4)),                     # an operator it does not know
     lambda m, x: torch.zeros(8).scatter_add(0, torch.zeros(128, dtype=torch.long), x[0]),   # sums into a target
     lambda m, x: torch.zeros(4).index_put((torch.zeros(128, dtype=torch.long),), x[0], accumulate=True),
-], ids=["linalg_inv", "scatter_add", "index_put_accumulate"])
+    lambda m, x: torch.zeros(8).scatter_(0, torch.zeros(128, dtype=torch.long), x[0], reduce="add"),
+    lambda m, x: F.fold(x[:2, :36].reshape(2, 4, 9), (4, 4), kernel_size=2),  # col2im sums overlapping patches
+    lambda m, x: torch.renorm(x, 2, 0, 1.0),                                  # a norm over each slice
+    lambda m, x: torch._weight_norm(x, torch.ones(8, 1), 0),
+], ids=["linalg_inv", "scatter_add", "index_put_accumulate", "scatter_reduce_arg", "fold", "renorm", "weight_norm"])
 def test_unknown_operators_keep_the_largest_floor(fn) -> None:
     depth = accumulation_depth(Fn(fn), [X])
     assert depth.terms is None and depth.unknown

@@ -68,7 +68,7 @@ _MOVES = {
     "tril", "triu", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle",
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
     "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "bernoulli", "bernoulli_", "native_dropout",
-    "rand", "randn", "randint", "normal", "normal_", "uniform_", "randperm", "eye", "one_hot", "im2col", "col2im",
+    "rand", "randn", "randint", "normal", "normal_", "uniform_", "randperm", "eye", "one_hot", "im2col",
     "unfold", "_unsafe_view", "split_with_sizes_copy", "unbind_copy", "resize_", "set_", "_local_scalar_dense",
     "item", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "split", "split_with_sizes", "chunk",
     "unbind", "_assert_async", "_assert_tensor_metadata", "sym_size", "sym_stride", "sym_numel", "nonzero",
@@ -91,10 +91,12 @@ _NUMEL_RATIO = {
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "kl_div", "nll_loss_forward", "nll_loss2d_forward", "nll_loss",
     "multi_margin_loss", "multilabel_margin_loss_forward", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "trace", "_cdist_forward", "cdist",
-    "_pdist_forward", "histc", "_weight_norm_interface", "renorm", "dist",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "trace", "histc", "dist",
 }
+# Not here, so unknown (the largest floor): col2im (fold sums overlapping patches), renorm and weight norm (a norm
+# over a slice, their outputs as large as their inputs), scatter with a reduce argument (sums into its target).
 _AVG_POOL = {"avg_pool1d", "avg_pool2d", "avg_pool3d"}
+_DISTANCES = {"_cdist_forward", "cdist", "_pdist_forward", "pdist", "_euclidean_dist"}  # a sum over the features
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_addmm_activation",
            "matmul", "inner", "outer", "addr", "_scaled_mm", "linear", "tensordot"}
 _CONV = {"convolution", "_convolution", "convolution_overrideable", "cudnn_convolution",
@@ -174,10 +176,15 @@ def own_terms(func: Any, args: Sequence[Any], kwargs: dict[str, Any], out: Any) 
     tags = getattr(func, "tags", ())
     if base == "index_put" and (kwargs.get("accumulate") or (len(args) > 3 and args[3] is True)):
         return None, False                                  # index_put(..., accumulate=True) sums into its target
+    if base == "scatter" and ("reduce" in kwargs or any(isinstance(a, str) for a in args)):
+        return None, False                                  # scatter(..., reduce="add") likewise
     if getattr(func, "is_view", False) or name in _MOVES or base in _MOVES:
         return 1, False
     if name in _MATMUL:
         return _matmul_terms(args), True
+    if name in _DISTANCES:                                  # like a product: fast forms expand |x - y|^2
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        return (int(x.shape[-1]) if x is not None and x.dim() else 1), True
     if name in _CONV:
         return _conv_terms(args, kwargs), True
     if name in _ATTENTION:
