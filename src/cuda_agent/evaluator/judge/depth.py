@@ -20,7 +20,13 @@ the task as a contraction (their floor stays at 512: Winograd, FFT and split-K a
 more than a direct sum). Constants made in ``forward`` (``torch.tensor``, ``torch.from_numpy``: lifted by an operator the
 trace sees) start at 1 too. An operator this module does not know (``linalg.inv``, ``scatter_add``, an
 ``index_put`` that accumulates), or a tensor that no traced operator made and that is not an input, parameter or
-buffer, makes the depth unknown: the floor stays at 512, as before. Writes into a view (``out[:, i] = ...``) raise the depth of the storage they write.
+buffer, makes the depth unknown: the floor stays at 512, as before. Writes into a view (``out[:, i] = ...``) raise
+the depth of the storage they write.
+
+Known limit: a sum written as a Python loop of pointwise additions (``acc = acc + x[:, i]``) counts 1, as any
+pointwise operator does, not the number of iterations. Such a reference is a sequential fp32 sum, whose own error
+is then of the order of any honest candidate's (the contract's 16 times the reference's own error covers it); a
+candidate more exact than the reference is never refused for it.
 """
 from __future__ import annotations
 
