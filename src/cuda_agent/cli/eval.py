@@ -46,8 +46,9 @@ def render(result, console: Console) -> None:  # result: EvalResult
     if result.sol_fraction is not None:
         table.add_row("speed of light", f"{100 * result.sol_fraction:.1f}% of the floor "
                                         f"({_fmt(result.sol_floor_ms, ' ms')}, {result.sol_bound}-bound)")
-    if result.precision_summary():
-        table.add_row("precision", result.precision_summary())
+    precision = result.precision_summary()
+    if precision:
+        table.add_row("precision", precision)
     table.add_row("reward", f"{result.reward} (continuous {result.continuous_reward:.3f})")
     table.add_row("input sets checked", str(result.input_sets_checked))
     table.add_row("seconds", f"build {_fmt(result.build_seconds)}, verify {_fmt(result.verify_seconds)}, "

@@ -234,7 +234,7 @@ class _DepthMode(TorchDispatchMode):
         for t in seeds:
             key = _key(t)
             if key is not None:
-                self.depth[key] = max(self.depth.get(key, 1), 1)
+                self.depth[key] = 1
 
     def lookup(self, t: torch.Tensor) -> int | None:
         key = _key(t)
@@ -257,12 +257,9 @@ class _DepthMode(TorchDispatchMode):
                            "arange", "linspace", "rand", "randn", "randint", "eye", "randperm")
         for t in arg_tensors:
             d = self.lookup(t)
-            if d is None and not factory:
-                if t.dim() == 0:                            # a wrapped Python number or a scalar constant
-                    d = 1
-                else:
-                    self.unknown.append(f"{name} on an untraced tensor")
-                    d = 1
+            # an untraced 0-dim tensor is a wrapped Python number or a scalar constant; any other makes it unknown
+            if d is None and not factory and t.dim() != 0:
+                self.unknown.append(f"{name} on an untraced tensor")
             inputs.append(d or 1)
         depth = min(max(inputs, default=1) * own, TERMS_CAP)
         arg_keys = {_key(t) for t in arg_tensors}
