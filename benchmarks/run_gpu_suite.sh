@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one call: GPU tests and benchmarks, logs under $OUT (default ./gpu-out).
-#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock idleprobe ncu ncuwarm ncunospares ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests taskcode taskcompare
+#   bash benchmarks/run_gpu_suite.sh [STAGE ...]     stages: info tests timing graphclock idleprobe ncu ncuwarm ncunospares ncuhost ncurelaxed compile evaluator degenerate breakdown large profile pool agent bench synth realmodel buildspeed coldeval parity gputests precision taskcode taskcompare
 # The candidate's sandbox needs bubblewrap: where the GPU host has none, carry the Debian package in .carry/
 # (apt-get download bubblewrap) and this script unpacks it into a folder of its own (never into /).
 # Results land in benchmarks/results/ (and logs/reports under benchmarks/), and are packed into $OUT/results.tgz.
@@ -48,8 +48,11 @@ for s in "${stages[@]}"; do
     info) stage info 60 bash -c 'nvidia-smi; python3 -c "import torch,sys;print(sys.version, torch.__version__, torch.version.cuda, torch.cuda.get_device_name())"; nvcc --version | tail -1; nproc; "${CUDA_AGENT_BWRAP:-bwrap}" --version' ;;
     # the evaluator's GPU cases other than hang / illegal_address run in the `evaluator` stage (benchmarks/evaluator.py)
     tests) stage tests 420 bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 300 tests -k "not test_gpu_case or hang or illegal_address" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
-    # the GPU tests other than the corpus cases, which the `evaluator` stage evaluates one by one (same code, one run)
-    gputests) stage gputests "${GPUTESTS_LIMIT_S:-300}" bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 tests -k "not test_gpu_case and not test_adversarial_gpu_case_is_rejected and not test_honest_case_accepted" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
+    # the GPU tests other than the corpus cases, which the `evaluator` stage evaluates one by one (same code, one run);
+    # GPUTESTS_PATHS: test files or folders (default: tests)
+    gputests) stage gputests "${GPUTESTS_LIMIT_S:-300}" bash -c 'set -o pipefail; python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --timeout 200 ${GPUTESTS_PATHS:-tests} -k "not test_gpu_case and not test_adversarial_gpu_case_is_rejected and not test_honest_case_accepted" 2>&1 | tee "$0"' "$OUT/gpu_tests.log" ;;
+    # the precision contract on real hardware: cuBLAS/cuDNN TF32, fp16 and bf16 beside the honest variants
+    precision) stage precision "${PRECISION_LIMIT_S:-240}" bash -c 'set -o pipefail; python3 benchmarks/precision_contract.py --device cuda 2>&1 | tee "$0"' "$OUT/precision_contract.log" ;;
     evalcases) stage evalcases 420 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --timeout 300 tests/evaluator/test_eval_gpu_cases.py ;;
     compile) stage compile 240 python3 benchmarks/compile.py --reference .carry/agent_workdir --runs 5 --reference-runs 3 ;;
     evaluator) stage evaluator "${EVALUATOR_LIMIT_S:-480}" bash -c 'set -o pipefail; python3 benchmarks/evaluator.py ${EVALUATOR_ARGS:-} 2>&1 | grep -v "^W1" | tee "$0"' "$OUT/evaluator.log" ;;
