@@ -172,6 +172,53 @@ def test_without_the_broker_triton_is_refused_with_a_reason() -> None:
     assert "starts no programs" in reply["reason"] and "ptxas" in reply["reason"], reply["reason"]
 
 
+_VERSION_TASK = '''
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+def get_inputs():
+    return [torch.randn(8, 64)]
+def get_init_inputs():
+    return []
+'''
+_VERSION_SOLUTION = '''
+import torch, torch.nn as nn
+import triton
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # Triton's first question to ptxas, the one every Triton kernel asks at its first launch
+        assert triton.knobs.nvidia.ptxas.version
+
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+'''
+
+
+@pytest.mark.slow
+@needs_triton
+def test_the_warm_workers_spares_keep_their_compile_broker(tmp_path: Path) -> None:
+    """Through the warm worker, whose judges adopt spare candidate processes started ahead: the fork server swept
+    every child that was not a judge or a spare candidate, the spares' compile brokers included, so each adopted
+    spare reached no broker (on the H200, 2026-12-04, all three Triton cases: "the evaluator's compile broker is
+    gone"). Three evaluations in a row, each asking ptxas its version through the broker, are all judged."""
+    from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate
+    from cuda_agent.tasks.task import Task
+
+    _sandbox()
+    solution = tmp_path / "sol.py"
+    solution.write_text(_VERSION_SOLUTION)
+    config = EvalConfig(mode="relaxed", profile=False, device="cpu")
+    with WarmWorker() as worker:
+        for n in range(3):
+            result = evaluate(Task(id=f"user/ptxas_version_{n}", code=_VERSION_TASK), solution, config,
+                              worker=worker)
+            assert result.stage == "correct", (n, result.stage, result.reason, result.log[-1500:])
+
+
 _HELPER_WRAPPER = '''
 import hashlib, os, tempfile
 import torch

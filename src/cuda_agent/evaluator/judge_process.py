@@ -109,6 +109,13 @@ def _serve_one(conn: socket.socket, listener: socket.socket, spare: Any) -> None
 SPARES = 2  # the default number of spare candidate processes (`serve`'s ``spares``)
 
 
+def _spare_processes(spare: Any) -> set[int]:
+    """The processes of a spare (`candidate.Spare`) the server started: the candidate's and its compile broker's."""
+    if spare is None:
+        return set()
+    return {pid for pid in (spare.pgid, spare.broker_pgid) if pid is not None}
+
+
 def _new_spare() -> Any:
     """A spare candidate process for the next evaluation; None where no sandbox can be made (each evaluation then
     starts its own, or refuses)."""
@@ -153,8 +160,9 @@ def _children() -> list[int]:
     return found
 
 
-def _sweep(judges: dict[int, int | None], keep: set[int]) -> None:
-    """Kill every child of the server that is neither a running judge nor a spare candidate process: what a judge
+def _sweep(judges: dict[int, set[int]], keep: set[int]) -> None:
+    """Kill every child of the server that is neither a running judge nor a spare candidate process or its compile
+    broker (``judges`` maps a running judge to what it adopted; ``keep``: the spares' processes): what a judge
     left behind (a process of the task's code that started a session of its own outlives the judge's group, and
     comes here, the server being the subreaper). Rationale: judges share this sandbox's uid and PID namespace, so a
     leftover could otherwise trace the next judge."""
@@ -163,7 +171,7 @@ def _sweep(judges: dict[int, int | None], keep: set[int]) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             del judges[pid]
-    running = set(judges) | {c for c in judges.values() if c is not None} | keep
+    running = set(judges) | keep | {pid for adopted in judges.values() for pid in adopted}
     for child in _children():
         if child in running:
             continue
@@ -217,10 +225,13 @@ def serve(socket_path: str, *, end_with_parent: bool = False, spares_wanted: int
     spares = [s for s in (_new_spare() for _ in range(spares_wanted)) if s is not None]
     sys.stdout.write("ready\n")
     sys.stdout.flush()
-    judges: dict[int, int | None] = {}  # running judge -> the spare candidate process it adopted
+    judges: dict[int, set[int]] = {}  # running judge -> the spare's processes it adopted
     while True:
         conn, _ = listener.accept()
-        _sweep(judges, {s.pgid for s in spares})
+        # Rationale: a spare's compile broker is the server's child too; swept, every Triton kernel of the
+        # evaluation that adopts the spare fails ("the compile broker is gone": all three Triton cases on the H200,
+        # 2026-12-04)
+        _sweep(judges, {pid for s in spares for pid in _spare_processes(s)})
         spare = spares.pop(0) if spares else None
         pid = os.fork()
         if pid == 0:
@@ -230,7 +241,7 @@ def serve(socket_path: str, *, end_with_parent: bool = False, spares_wanted: int
                 os.close(other.status_fd)
             _serve_one(conn, listener, spare)
         conn.close()
-        judges[pid] = spare.pgid if spare is not None else None
+        judges[pid] = _spare_processes(spare)
         if spare is not None:
             os.close(spare.sock_fd)  # the judge owns it now
             os.close(spare.status_fd)
