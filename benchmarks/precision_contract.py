@@ -38,6 +38,8 @@ def tasks(device: str, quick: bool) -> list[Task]:
     if device == "cuda" and not quick:
         sizes += [(1024, 4096, 1024)]
     out = [gemm_task(m, k, n, positive, device) for m, k, n in sizes for positive in (True, False)]
+    if device == "cuda":  # cuDNN computes the small conv below in fp32 even with TF32 allowed; this one in TF32
+        out += [conv_task(True, device, 128, 8), conv_task(False, device, 128, 8)]
     out += [conv_task(True, device), conv_task(False, device), linear_task(True, device), linear_task(False, device),
             shortcut_task(device), reduction_task(device=device)]
     out += [unary_task(op, True, device=device) for op in ("gelu", "exp", "log", "tanh", "gelu_tanh")]
@@ -54,7 +56,25 @@ def judge(task: Task, variant: Variant, seed: int, device: str) -> dict[str, Any
         "contract": judge_precision(d.model, [d.own], zero, dev),
     }
     return {"task": task.name, "variant": variant.name, "honest": variant.honest, "exact": variant.exact_format,
-            "plan_note": d.plan.note, **{k: _summary(v) for k, v in verdicts.items()}}
+            "plan_note": d.plan.note, "not_lowered": variant.name.startswith("GPU:") and _same_as_fp32(d),
+            **{k: _summary(v) for k, v in verdicts.items()}}
+
+
+def _same_as_fp32(d: Any) -> bool:
+    """A hardware variant whose outputs are the fp32 computation's, bit for bit: the library chose an fp32 kernel
+    although TF32 was allowed (seen on the H200, 2026-12-04: cuDNN on a conv of 16 channels), so there is no lowered
+    precision to refuse. Rationale: counting it as a lowered variant accepted would report a hole that is not one."""
+    inputs, outputs = d.own
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.no_grad():
+            fp32 = d.model(*inputs)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+    fp32 = fp32 if isinstance(fp32, (list, tuple)) else [fp32]
+    return len(fp32) == len(outputs) and all(torch.is_tensor(a) and torch.is_tensor(b) and a.dtype == b.dtype and
+                                             torch.equal(a, b) for a, b in zip(fp32, outputs))
 
 
 def _summary(v: PrecisionVerdict | None) -> dict[str, Any] | None:
@@ -79,7 +99,7 @@ def _cell(s: dict[str, Any] | None) -> str:
 
 def _metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     honest = [r for r in rows if r["honest"]]
-    lowered = [r for r in rows if not r["honest"] and r["exact"]]
+    lowered = [r for r in rows if not r["honest"] and r["exact"] and not r.get("not_lowered")]
     judged = [r[k] for r in honest for k in ("own", "zero") if r[k] is not None]
     signed_lowered = [r["own"]["sig"][1] for r in lowered if r["own"]["sig"] and "signature" in r["own"]["fired"]]
     # tasks whose floor the accumulation depth lowered (elementwise tasks, short reductions): the margins around it
@@ -94,6 +114,7 @@ def _metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
         "honest_total": len(honest), "honest_refused": sum(not r["contract"]["ok"] for r in honest),
         "lowered_total": len(lowered), "lowered_accepted": sum(r["contract"]["ok"] for r in lowered),
         "verdict_flips": sum(r["flip"] for r in rows),
+        "hardware_not_lowered": sum(bool(r.get("not_lowered")) for r in rows),
         "honest_max_units": max((s["max_units"] for s in judged), default=0.0),
         "honest_max_ratio": max((s["max_ratio"] for s in judged), default=0.0),
         "honest_max_corr": max((r["own"]["sig"][1] for r in honest if r["own"]["sig"]), default=0.0),
@@ -127,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             ok = row["contract"]["ok"]
             verdict = ("accepted" if ok else "refused " + "+".join(row["contract"]["fired"])) + (" FLIP" if flip else "")
             print(f"{task.name:34} {variant.name:30} {_cell(row['own'])} {_cell(row['zero'])}  {sig_s:34} {verdict}")
-            if flip or (variant.honest and not ok) or (not variant.honest and variant.exact_format and ok):
+            if row["not_lowered"]:
+                verdict += " (the hardware computed it in fp32: not counted as lowered)"
+            if flip or (variant.honest and not ok) or (not variant.honest and variant.exact_format and ok
+                                                       and not row["not_lowered"]):
                 bad.append(f"{task.name} / {variant.name}: {verdict}")
             rows.append({**row, "flip": flip})
     if args.json:
