@@ -26,7 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evaluator"))
 
 from benchmarks_io import write_result  # noqa: E402
-from cuda_agent.evaluator.judge.precision import CONTRACT, FP32_UNIT, PrecisionVerdict, judge_precision  # noqa: E402
+from cuda_agent.evaluator.judge.precision import (CONTRACT, FP32_UNIT, PrecisionVerdict, exact_fp32,  # noqa: E402
+                                                  judge_precision)
 from precision_variants import (Task, Variant, conv_task, draw, gemm_task, hardware_variants,  # noqa: E402
                                 linear_task, reduction_task, shortcut_task, unary_task,
                                 variants_for)
@@ -65,13 +66,8 @@ def _same_as_fp32(d: Any) -> bool:
     although TF32 was allowed (seen on the H200, 2026-12-04: cuDNN on a conv of 16 channels), so there is no lowered
     precision to refuse. Rationale: counting it as a lowered variant accepted would report a hole that is not one."""
     inputs, outputs = d.own
-    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        with torch.no_grad():
-            fp32 = d.model(*inputs)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+    with torch.no_grad(), exact_fp32():
+        fp32 = d.model(*inputs)
     fp32 = fp32 if isinstance(fp32, (list, tuple)) else [fp32]
     return len(fp32) == len(outputs) and all(torch.is_tensor(a) and torch.is_tensor(b) and a.dtype == b.dtype and
                                              torch.equal(a, b) for a, b in zip(fp32, outputs))
@@ -147,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
             sig_s = f"{sig[0][:22]:22} {sig[1]:5.2f} {sig[2]:5.2f}" if sig else "-"
             ok = row["contract"]["ok"]
             verdict = ("accepted" if ok else "refused " + "+".join(row["contract"]["fired"])) + (" FLIP" if flip else "")
-            print(f"{task.name:34} {variant.name:30} {_cell(row['own'])} {_cell(row['zero'])}  {sig_s:34} {verdict}")
             if row["not_lowered"]:
                 verdict += " (the hardware computed it in fp32: not counted as lowered)"
+            print(f"{task.name:34} {variant.name:30} {_cell(row['own'])} {_cell(row['zero'])}  {sig_s:34} {verdict}")
             if flip or (variant.honest and not ok) or (not variant.honest and variant.exact_format and ok
                                                        and not row["not_lowered"]):
                 bad.append(f"{task.name} / {variant.name}: {verdict}")
