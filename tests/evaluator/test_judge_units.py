@@ -108,10 +108,46 @@ def test_judge_times_are_the_span_less_the_null_span_over_the_calls_and_ignore_r
 
 def test_batch_size_targets_the_request_span_in_powers_of_two() -> None:
     cpu = torch.device("cpu")
-    assert measure.batch_size(0.010, 1 << 20, cpu) == measure.MAX_BATCH
-    assert measure.batch_size(0.2, 1 << 20, cpu) == 8  # 8 x 0.2 ms <= 2 ms < 16 x 0.2 ms
-    assert measure.batch_size(5.0, 1 << 20, cpu) == 1
+    target = measure.TARGET_REQUEST_MS
+    assert measure.batch_size(0.001, 1 << 20, cpu) == measure.MAX_BATCH
+    k = measure.batch_size(target / 10, 1 << 20, cpu)
+    assert k == 8  # a power of two with k calls within the target and 2k beyond it
+    assert measure.batch_size(target * 1.5, 1 << 20, cpu) == 1
     assert measure.batch_size(float("nan"), 1 << 20, cpu) == measure.MAX_BATCH
+
+
+class _RowNorm(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(x, x.shape[1:])
+
+
+class _Opaque(torch.nn.Module):
+    """Work the speed-of-light counters cannot follow (a tensor's data read in Python)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("no estimate of this")
+
+
+def test_k0_follows_the_tasks_floor_not_the_references_time() -> None:
+    # The H200 case (2026-12-04): a LayerNorm whose eager reference takes 8 ms while the floor (one read and one
+    # write of the data at 4.8 TB/s) is about 30 times less. K from the reference's time over 8 was 1; a request
+    # then held one 0.25 ms kernel and 0.1-0.2 ms of hand-over jitter.
+    from cuda_agent.evaluator.speed_of_light import spec_for_name
+
+    h200 = spec_for_name("H200")
+    assert h200 is not None
+    x = torch.rand(16, 1024, 256)
+    floor = measure.fastest_call_ms(_RowNorm(), [x], h200, reference_ms=8.0)
+    data_bytes = 2 * x.numel() * 4
+    assert floor == pytest.approx(data_bytes / (h200.mem_bandwidth_gbs * 1e6), rel=0.05)
+    cpu = torch.device("cpu")
+    k = measure.batch_size(floor, 0, cpu)
+    assert k * floor <= measure.TARGET_REQUEST_MS < 2 * k * floor or k == measure.MAX_BATCH
+    assert k >= 16 * measure.batch_size(8.0 / measure.ASSUMED_SPEEDUP, 0, cpu)
+    # never above the reference's own time (an estimate that overshoots would shrink K), and without an estimate
+    # the reference's time over ASSUMED_SPEEDUP
+    assert measure.fastest_call_ms(_RowNorm(), [x], h200, reference_ms=floor / 4) == floor / 4
+    assert measure.fastest_call_ms(_Opaque(), [x], h200, reference_ms=8.0) == 8.0 / measure.ASSUMED_SPEEDUP
 
 
 def _inventory(calls: dict[str, list[dict]]) -> dict:

@@ -41,8 +41,7 @@ from cuda_agent.tasks.task import Task
 log = logging.getLogger(__name__)
 _perf = time.perf_counter
 STARTUP_TIMEOUT_S = 120.0
-NULL_REQUESTS = 8            # null-model requests of each K before the candidate loads (the overhead subtracted)
-ASSUMED_SPEEDUP = 8.0        # K0 assumes a candidate this many times faster than the reference
+NULL_REQUESTS = 12           # null-model requests of each K before the candidate loads (the overhead subtracted)
 MIN_TIMED_REQUESTS = 5
 MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
@@ -151,6 +150,7 @@ class Evaluation:
         self.graph_note = ""
         self.graph_baselines: Any = None
         self.graph_batch = 1
+        self.floor_ms = math.nan  # the task's speed-of-light time K0 is chosen for (`_batch_sizes`)
         self.adopted = False  # the candidate process is a spare started before this evaluation
 
     def seed(self) -> int:
@@ -273,7 +273,7 @@ class Evaluation:
                                                             self.device, [self.seed() for _ in range(3)], self.batch)
             if self.graph_clock:
                 try:
-                    self.graph_baselines = self._graph_baselines(ref_model, module, per_set)
+                    self.graph_baselines = self._graph_baselines(ref_model, module)
                 except Exception as exc:  # noqa: BLE001 - the host-launched baselines above still stand
                     self._graph_off(f"the reference is not timed on CUDA-graph replays ({type(exc).__name__}: "
                                     f"{str(exc)[:300]})")
@@ -361,9 +361,10 @@ class Evaluation:
 
     # -- the calls ----------------------------------------------------------------------------------------------
     def _batch_sizes(self, ref_model: torch.nn.Module, inputs: list[Any], per_set: int) -> tuple[int, int]:
-        """(K0, Kmax): the calls of the first request, from the reference's own time, as if the candidate were
-        `ASSUMED_SPEEDUP` times faster; and the most the device's memory allows (`measure.batch_size`), up to which
-        K grows once the first request has shown the candidate's own time (`_adapted_batch`). Both are fixed before
+        """(K0, Kmax): the calls of the first request, so that a candidate at the task's speed-of-light floor
+        (`measure.fastest_call_ms`) spends about `measure.TARGET_REQUEST_MS` of device time per request; and the
+        most K may grow to once the first request has shown the candidate's own time (`_adapted_batch`): at most
+        `measure.BATCH_GROWTH` times K0, within the device's memory (`measure.batch_size`). Both are fixed before
         any candidate code loads. On a CPU both are `CPU_BATCH`: its times are reported, never rewarded, so K need
         not follow the reference's time there, and a K that did would follow the machine's load. A verdict can
         depend on K: `plant_inputs` (it writes into the other buffer sets' inputs) is refused as input_mutation
@@ -372,8 +373,11 @@ class Evaluation:
         self.reference_ms = ref_ms
         if not self.cuda:
             return CPU_BATCH, CPU_BATCH
-        first = measure.batch_size(ref_ms / ASSUMED_SPEEDUP, per_set, self.device)
-        most = measure.batch_size(0.0, per_set, self.device)
+        from cuda_agent.evaluator.speed_of_light import gpu_spec
+
+        self.floor_ms = measure.fastest_call_ms(ref_model, inputs, gpu_spec(self.device), ref_ms)
+        first = measure.batch_size(self.floor_ms, per_set, self.device)
+        most = min(measure.batch_size(0.0, per_set, self.device), first * measure.BATCH_GROWTH)
         return first, max(first, most)
 
     def _graph_batch(self, session: Session, sets: list[Any], module: Any) -> bool:
@@ -454,6 +458,7 @@ class Evaluation:
         positions = self._rng.sample(range(slots), min(len(variants), slots))
         planned = dict(zip(positions, variants))
         self.run_shape = {"first_batch": self.batch, "batch": batch, "max_batch": self.max_batch,
+                          "floor_ms": self.floor_ms,
                           "warmup_requests": warmup, "requests": requests, "calls": slots,
                           "variant_positions": sorted(positions)}
         for r in range(requests):
@@ -617,28 +622,18 @@ class Evaluation:
                            notes=tuple(self.state.notes))
         return replace(result, reward=earned, continuous_reward=continuous(result))
 
-    def _graph_baselines(self, ref_model: torch.nn.Module, module: Any, per_set: int) -> Any:
-        """The baselines on the graph clock, and the graph clock's K (``self.graph_batch``): from the reference's
-        replayed time as if the candidate were `ASSUMED_SPEEDUP` times faster, within the device's memory, the
-        baselines timed again at that K where it differs from K0. Raises where the reference cannot be captured,
-        and where torch.compile's cannot (a compiled time taken from eager would make "faster than torch.compile"
-        mean faster than eager)."""
-        def measured(batch: int) -> Any:
-            times, _hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, self.config,
-                                                        self.device, [self.seed() for _ in range(3)], batch,
-                                                        clock="graph")
-            if times.compile_error:
-                raise timing.GraphCaptureError(f"torch.compile's baseline: {times.compile_error[:300]}")
-            return times
-
-        graphed = measured(self.batch)
-        batch = min(measure.batch_size(graphed.eager.median_ms / ASSUMED_SPEEDUP, per_set, self.device),
-                    self.max_batch)
-        batch = max(batch, self.batch)
-        if batch != self.batch:
-            graphed = measured(batch)
-        self.graph_batch = batch
-        return graphed
+    def _graph_baselines(self, ref_model: torch.nn.Module, module: Any) -> Any:
+        """The baselines on the graph clock, at the graph clock's K (``self.graph_batch``): K0, fixed from the task's
+        floor before any candidate code loaded (`_batch_sizes`). Raises where the reference cannot be captured, and
+        where torch.compile's cannot (a compiled time taken from eager would make "faster than torch.compile" mean
+        faster than eager)."""
+        times, _hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, self.config,
+                                                    self.device, [self.seed() for _ in range(3)], self.batch,
+                                                    clock="graph")
+        if times.compile_error:
+            raise timing.GraphCaptureError(f"torch.compile's baseline: {times.compile_error[:300]}")
+        self.graph_batch = self.batch
+        return times
 
     def _graph_off(self, why: str) -> None:
         """Every time of this evaluation on host-launched requests instead of graph replays, and why."""
