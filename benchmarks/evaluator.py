@@ -32,7 +32,9 @@ import logging
 import math
 import os
 import queue
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +54,37 @@ from corpus import Entry, adversarial_entries, honest_entries  # noqa: E402
 
 log = logging.getLogger("benchmarks.evaluator")
 ROUND_TRIPS = 10
+
+
+def device_memory() -> dict[str, Any] | None:
+    """The GPUs' memory in use after an evaluation, and by which processes (nvidia-smi; this process never
+    initialises CUDA): what an evaluation left held shows here."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        gpus = subprocess.run([smi, "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=20).stdout.split("\n")
+        apps = subprocess.run([smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=20).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = total = 0.0
+    for line in gpus:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and all(p.replace(".", "").isdigit() for p in parts):
+            used, total = used + float(parts[0]), total + float(parts[1])
+    holders = []
+    for line in apps:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            try:
+                command = Path(f"/proc/{parts[0]}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+            except OSError:
+                command = "?"
+            holders.append({"pid": int(parts[0]), "mib": parts[1], "command": command})
+    return {"used_mib": used, "total_mib": total, "used_fraction": round(used / total, 4) if total else 0.0,
+            "processes": holders[:12]}
 
 
 def describe(result: EvalResult, wall_s: float) -> str:
@@ -123,8 +156,13 @@ class Run:
                           "clock": (result.extra.get("judge_clock") or {}).get("clock"),
                           "precision_headroom": result.precision_share,
                           "gpu": self.workers.index(worker) if len(self.workers) > 1 else None,
-                          "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6]})
+                          "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6],
+                          "batch": (result.extra.get("run") or {}).get("batch"),
+                          "device_memory_after": device_memory() if entry.gpu else None})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
+        memory = self.rows[-1]["device_memory_after"]
+        if memory and memory.get("used_fraction", 0) > 0.2:
+            log.info("      device memory after it: %s", json.dumps(memory))
         if not ok:
             log.info("      log: %s", result.log[-1200:].replace("\n", " | "))
         return result

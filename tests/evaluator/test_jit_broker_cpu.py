@@ -237,11 +237,12 @@ class ModelNew(nn.Module):
         with open(os.path.join(out, "other.c"), "w") as fh:
             fh.write("int main(void) { return 0; }")
         try:
-            build._build("other", os.path.join(out, "other.c"), out, [], [], [], [])
-            refused = 0.0
+            other = build._build("other", os.path.join(out, "other.c"), out, [], [], [], [])
+            with open(other, "rb") as fh:
+                outcome = float(fh.read(4) == b"\\x7fELF")  # 1: built (by the broker)
         except PermissionError as exc:
-            refused = float("compiles no C code" in str(exc))
-        self.register_buffer("evidence", torch.tensor([same, refused]))
+            outcome = 2.0 * float("compiles no C code" in str(exc))  # 2: refused, with the reason
+        self.register_buffer("evidence", torch.tensor([same, outcome]))
 
     def forward(self, x):
         return x
@@ -250,10 +251,14 @@ class ModelNew(nn.Module):
 
 @pytest.mark.slow
 @needs_triton
-def test_tritons_helper_build_is_answered_with_the_prebuilt_copy_only() -> None:
-    """Triton's own driver.c (checked by its SHA-256) gets the helper the judge staged in the scratch folder; any
-    other C compilation is refused, inside the confined candidate."""
+@pytest.mark.parametrize("compile_broker", [True, False])
+def test_tritons_helper_build_is_answered_with_the_prebuilt_copy_only(compile_broker: bool) -> None:
+    """Triton's own driver.c (checked by its SHA-256) gets the helper the judge staged in the scratch folder, never a
+    build; any other C compilation (a launcher) is the broker's, and refused without one, inside the confined
+    candidate."""
     _sandbox()
+    if compile_broker and "cc" not in TOOLS:
+        pytest.skip("needs a C compiler")
     import hashlib
     import json
 
@@ -267,7 +272,7 @@ def test_tritons_helper_build_is_answered_with_the_prebuilt_copy_only() -> None:
     (scratch / judge_jit.HELPER_DIR / "cuda_utils.so").write_bytes(b"prebuilt helper")
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     (scratch / judge_jit.HELPER_DIR / "index.json").write_text(json.dumps({digest: {"file": "cuda_utils.so"}}))
-    proc = CandidateProcess(scratch=scratch, gpu=False, sandboxed=True, tap=False)
+    proc = CandidateProcess(scratch=scratch, gpu=False, sandboxed=True, tap=False, compile_broker=compile_broker)
     try:
         proc.start(180)
         reply = proc.request({"op": "load", "device": "cpu", "kind": "single_file", "module": "/scratch/solution.py",
@@ -277,7 +282,9 @@ def test_tritons_helper_build_is_answered_with_the_prebuilt_copy_only() -> None:
         proc.close()
         shutil.rmtree(root, ignore_errors=True)
     assert reply.get("ok"), reply
-    assert reply["parameters"][0][2:] == [2.0, 2.0], reply["parameters"]
+    # evidence = [the prebuilt copy (1), the other file: built by the broker (1) or refused (2)]
+    expected = [2.0, 2.0] if compile_broker else [3.0, 5.0]
+    assert reply["parameters"][0][2:] == expected, reply["parameters"]
 
 
 @pytest.mark.skipif(judge_jit._helper_source() is None, reason="needs Triton")
@@ -327,3 +334,80 @@ def test_torch_compile_regions_are_pytorch_compute_in_strict_mode_whatever_the_k
     assert [rule for rule, _ in strict.rules] == ["torch_compute_in_forward"], strict.rules
     assert "torch.compile" in strict.rules[0][1] and strict.own_launched == 1
     assert not audit(inventory, [1], ("scale_copy",), strict=False, expect_copies=True).rules
+
+
+_LAUNCHER_WRAPPER = r'''
+import ctypes, subprocess, sysconfig
+import torch, torch.nn as nn
+
+LAUNCHER = "#include <Python.h>\nint launch_twice(int x) { return 2 * x + (PY_MAJOR_VERSION == 3); }\n"
+
+
+def build(extra):
+    # the command line Triton (before 3.7) runs for a kernel signature's launcher
+    with open("/tmp/__triton_launcher.c", "w") as fh:
+        fh.write(LAUNCHER)
+    command = ["cc", "/tmp/__triton_launcher.c", "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o",
+               "/tmp/__triton_launcher.so", f"-I{sysconfig.get_paths()['include']}", *extra]
+    try:
+        subprocess.check_call(command, stdout=subprocess.DEVNULL)
+    except subprocess.CalledProcessError:
+        return -1.0
+    return float(ctypes.CDLL("/tmp/__triton_launcher.so").launch_twice(20))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("evidence", torch.tensor([build([]), build(["-fplugin=/tmp/evil.so"])]))
+
+    def forward(self, x):
+        return x
+'''
+
+
+def _load_source(source: str, compile_broker: bool) -> dict:
+    root = Path(tempfile.mkdtemp(prefix="ca-jit-test-"))
+    scratch = root / "scratch"
+    scratch.mkdir()
+    os.chmod(scratch, 0o777)
+    (scratch / "solution.py").write_text(source)
+    proc = CandidateProcess(scratch=scratch, gpu=False, sandboxed=True, tap=False, compile_broker=compile_broker)
+    try:
+        proc.start(180)
+        return proc.request({"op": "load", "device": "cpu", "kind": "single_file", "module": "/scratch/solution.py",
+                             "library": None, "inline_dir": None, "seed": 1, "init_inputs": [], "perturb_init": False,
+                             "kernel_tap": False}, timeout=300)
+    finally:
+        proc.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@needs_triton
+@pytest.mark.skipif("cc" not in TOOLS, reason="needs a C compiler")
+def test_a_tritons_launcher_is_built_by_the_broker_and_plugins_are_refused() -> None:
+    # H200, 2026-12-04: Triton 3.6 (torch 2.11) compiles a C launcher per kernel signature, and the candidate's
+    # process, which may start no compiler, refused it: all three Triton cases failed at their first launch.
+    _sandbox()
+    reply = _load_source(_LAUNCHER_WRAPPER, compile_broker=True)
+    assert reply.get("ok"), reply
+    (name, _shape, total, squares), = reply["parameters"]
+    # evidence = [the launcher's answer (2 x 20 + 1), the plugin build (-1: refused)]
+    assert name == "evidence" and (total, squares) == (41.0 - 1.0, 41.0 ** 2 + 1.0), reply["parameters"]
+
+
+def test_c_options_are_those_of_a_launcher_build_only() -> None:
+    from cuda_agent.evaluator.runner.broker import normalise_c_options
+
+    usual = ["-O3", "-shared", "-fPIC", "-Wno-psabi", "-lcuda", "-L/usr/lib/x86_64-linux-gnu",
+             "-I/opt/triton/backends/nvidia/include", "-I/usr/include/python3.12", "-l:libcuda.so.1"]
+    assert normalise_c_options(usual) == usual
+    for bad in (["-fplugin=/tmp/x.so"], ["-o", "/etc/passwd"], ["-B/tmp"], ["-specs=/tmp/s"], ["-wrapper", "sh"],
+                ["-Wl,-T,/tmp/script"], ["@/tmp/response"], ["-Irelative"], ["-x", "c"], "-O3"):
+        with pytest.raises(Refused):
+            normalise_c_options(bad)
+    broker = Broker({**TOOLS, "cc": "/bin/true"}, timeout_s=10)
+    with pytest.raises(Refused):  # the C compiler is never run on PTX, nor ptxas on C
+        broker.handle({"op": "compile", "tool": "cc", "options": [], "ptx": PTX})
+    with pytest.raises(Refused):
+        broker.handle({"op": "cc", "tool": "ptxas", "options": [], "source": "int x;"})

@@ -64,7 +64,20 @@ def triton_tools() -> dict[str, str]:
         path = root / "backends" / "nvidia" / "bin" / name
         if path.is_file() and os.access(path, os.X_OK):
             out[name] = str(path.resolve())
+    compiler = c_compiler()
+    if out and compiler is not None:
+        out["cc"] = compiler  # Triton's per-signature launchers (before Triton 3.7), built by the broker
     return out
+
+
+def c_compiler() -> str | None:
+    """The C compiler Triton would use here (``CC``, else gcc, else clang, else cc), resolved; None without one."""
+    named = os.environ.get("CC")
+    for candidate in ([named] if named else []) + ["gcc", "clang", "cc"]:
+        found = shutil.which(candidate)
+        if found:
+            return os.path.realpath(found)
+    return None
 
 
 def broker_command(fd: int, tools: dict[str, str]) -> list[str]:

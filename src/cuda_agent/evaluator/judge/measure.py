@@ -38,8 +38,7 @@ TARGET_REQUEST_MS = 4.0      # a request's calls should take at least about this
 MAX_BATCH = 256              # ... with at most this many calls (and input sets) per request
 BATCH_GROWTH = 16            # K grows past K0 (a candidate faster than the floor: an algebraic shortcut) at most 16x
 ASSUMED_SPEEDUP = 8.0        # without a speed-of-light estimate, K0 assumes a candidate this much faster than eager
-SET_MEMORY_FRACTION = 0.15   # all of a request's buffer sets within this fraction of the device's memory ...
-FREE_MEMORY_FRACTION = 0.25  # ... and of what is free when the evaluation starts (others may share the device)
+SET_MEMORY_FRACTION = 0.15   # all of a request's buffer sets within this fraction of the device's total memory
 MIN_CALL_MS = 1e-4           # a call's time is never taken below 0.1 us (the speed-of-light floor judges such times)
 BASELINE_REQUESTS = 15       # requests of K calls each that time eager PyTorch and torch.compile
 
@@ -126,10 +125,15 @@ def breakdown(samples: list[Sample]) -> dict[str, float]:
 
 def batch_size(reference_ms: float, per_set_bytes: int, device: torch.device) -> int:
     """K, the calls per request: a power of two (so the baseline cache key stays put when the time wobbles) making
-    a request of calls of ``reference_ms`` about `TARGET_REQUEST_MS`, at most `MAX_BATCH`, and within
-    `SET_MEMORY_FRACTION` of the device's memory and `FREE_MEMORY_FRACTION` of what is free (measured on the H200,
-    2026-12-03: a quarter of the memory for each of three evaluations at once ran 13 of 41 out of memory). 1 for
-    references slower than the target."""
+    a request of calls of ``reference_ms`` about `TARGET_REQUEST_MS`, at most `MAX_BATCH`, and all K buffer sets
+    within `SET_MEMORY_FRACTION` of the device's total memory (three evaluations sharing a device stay within half
+    of it). 1 for calls slower than the target.
+
+    Rationale (H200, 2026-12-04): K also followed the memory free when an evaluation started (a quarter of it), so
+    the same solution ran at K = 256 in one run and K = 8 in the next while other processes held memory, and its
+    time and verdict changed with K (four flips in 14 cases run three times). K now depends on the task and the
+    GPU's model only; where the memory is not there, the evaluation fails as the judge's (``eval_error``), never
+    the candidate's, and is not timed at another K."""
     want = 1
     if reference_ms > 0 and math.isfinite(reference_ms):
         while want < MAX_BATCH and want * 2 * reference_ms <= TARGET_REQUEST_MS:
@@ -137,8 +141,8 @@ def batch_size(reference_ms: float, per_set_bytes: int, device: torch.device) ->
     else:
         want = MAX_BATCH
     if device.type == "cuda" and per_set_bytes > 0:
-        free, total = torch.cuda.mem_get_info(device)
-        budget = int(min(total * SET_MEMORY_FRACTION, free * FREE_MEMORY_FRACTION))
+        total = torch.cuda.get_device_properties(device).total_memory
+        budget = int(total * SET_MEMORY_FRACTION)
         while want > 1 and want * per_set_bytes > budget:
             want //= 2
     return want

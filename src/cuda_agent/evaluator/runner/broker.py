@@ -1,15 +1,21 @@
-"""The compile broker: runs one fixed compiler (Triton's bundled ptxas) for a candidate whose process may not.
+"""The compile broker: runs fixed compilers (Triton's bundled ptxas, and the host's C compiler for Triton's kernel
+launchers) for a candidate whose process may not.
 
 Why: Triton compiles a kernel at its first launch and runs ptxas in a child process, which the candidate's
-one-process filter refuses (`confine`). The broker is a separate process in a sandbox of its own (``python -m
+one-process filter refuses (`confine`); Triton versions before 3.7 also compile a C launcher for each kernel
+signature (``__triton_launcher.c``) with the host's C compiler. The broker is a separate process in a sandbox of its own (``python -m
 ca_runner.broker``), started by the judge beside the candidate's process and connected to it by a socket pair and
 nothing else: no GPU device, no shared region, no file of the judge's, no writable host folder (its /tmp is private),
 and another PID namespace than the candidate's, so the candidate cannot name it, signal it or write its memory.
 Freezing the candidate (SIGSTOP) therefore still stops everything that can touch the device or the outputs; a
 compile the broker is finishing meanwhile touches neither.
 
-What a hostile candidate can send: any PTX (bounded in size) and ptxas options from a fixed allow-list; the program,
-the input and output files and the limits are the broker's. A ptxas crash or hang costs the candidate its compile
+What a hostile candidate can send: any PTX (bounded in size) and ptxas options from a fixed allow-list; any C source
+(bounded) and C compiler options from a fixed list (optimisation, -shared/-fPIC, include and library folders, library
+names: nothing that loads a plugin or names an output); the program, the input and output files and the limits are
+the broker's. A shared library built from the candidate's C is no new power: it is loaded into the candidate's own
+process, which already runs the candidate's native code; the compiler runs here, where there is nothing to read
+but the system's own files. A ptxas crash or hang costs the candidate its compile
 (a timeout kills it). A ptxas exploited by crafted PTX runs in the broker's empty sandbox and can reach only the
 candidate that sent it.
 
@@ -17,6 +23,8 @@ Protocol (`channel` messages on the socket, one request then one reply):
   {"op": "version", "tool": "ptxas"}                          -> {"ok": true, "rc": 0, "stdout": "..."}
   {"op": "compile", "tool": "ptxas", "options": [...], "ptx": "..."}
       -> {"ok": true, "rc": N, "stdout": "...", "stderr": "...", "cubin": base64 or absent}
+  {"op": "cc", "tool": "cc", "options": [...], "source": "..."}
+      -> {"ok": true, "rc": N, "stdout": "...", "stderr": "...", "library": base64 or absent}
   anything refused -> {"ok": false, "reason": "..."}
 
 Standalone (standard library only): it never imports torch.
@@ -42,6 +50,9 @@ MAX_PTX = 32 << 20          # characters of PTX per request
 MAX_CUBIN = 32 << 20        # bytes of cubin in a reply (base64 stays under the channel's 64 MiB)
 MAX_LOG = 256 << 10         # bytes of each of ptxas's stdout and stderr in a reply
 MAX_OPTIONS = 32
+MAX_C_SOURCE = 4 << 20      # characters of C per request (Triton's launchers are a few KB)
+MAX_LIBRARY = 32 << 20      # bytes of a built shared library in a reply
+C_TOOL = "cc"               # the tool name of the C compiler (never a ptxas)
 TIMEOUT_S = 180.0
 _FILE_LIMIT = 256 << 20     # the largest file ptxas may write
 
@@ -54,6 +65,13 @@ _PATTERNS = (re.compile(r"--gpu-name=sm_\d{2,3}[af]?"), re.compile(r"-arch=sm_\d
              re.compile(r"--maxrregcount=\d{1,3}"), re.compile(r"-maxrregcount=\d{1,3}"),
              re.compile(r"--allow-expensive-optimizations=(true|false)"))
 _TWO_TOKEN = frozenset({"--gpu-name", "-arch", "--opt-level", "--maxrregcount", "-maxrregcount"})
+
+
+_C_EXACT = frozenset({"-shared", "-fPIC", "-fpic", "-Wno-psabi", "-w", "-g", "-O0", "-O1", "-O2", "-O3", "-Os",
+                      "-std=c99", "-std=c11", "-std=gnu99", "-std=gnu11"})
+_C_FOLDER = re.compile(r"-[IL](/[A-Za-z0-9_./+-]{0,400})")
+_C_LIBRARY = re.compile(r"-l:?[A-Za-z0-9_.+-]{1,80}")
+_C_DEFINE = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]{0,60}(=[A-Za-z0-9_.]{0,60})?")
 
 
 class Refused(Exception):
@@ -78,6 +96,22 @@ def normalise_options(options: Any) -> list[str]:
         out.append(option)
         i += 1
     return out
+
+
+def normalise_c_options(options: Any) -> list[str]:
+    """A C compile's options as the candidate named them, where each is one the broker allows (Triton's launcher
+    build: ``-O3 -shared -fPIC -Wno-psabi -lcuda -L... -I...``). Raises Refused for anything else: an output, a
+    plugin, a spec file, a linker script or a wrapper could make the compiler run or write what the candidate
+    chooses."""
+    if not isinstance(options, list) or len(options) > 4 * MAX_OPTIONS or \
+            not all(isinstance(o, str) and 0 < len(o) < 420 for o in options):
+        raise Refused(f"options must be a list of at most {4 * MAX_OPTIONS} short strings")
+    for option in options:
+        if option in _C_EXACT or _C_FOLDER.fullmatch(option) and ".." not in option or \
+                _C_LIBRARY.fullmatch(option) or _C_DEFINE.fullmatch(option):
+            continue
+        raise Refused(f"C compiler option {option[:80]!r} is not among those the evaluator's compile broker allows")
+    return list(options)
 
 
 def _limits(cpu_s: float) -> None:
@@ -119,7 +153,7 @@ class Broker:
             except ProcessLookupError:
                 pass
             out, err = proc.communicate()
-            return -signal.SIGKILL, out, err + f"\nptxas ran past {self.timeout_s:.0f} s and was stopped".encode()
+            return -signal.SIGKILL, out, err + f"\n{os.path.basename(argv[0])} ran past {self.timeout_s:.0f} s and was stopped".encode()
         return proc.returncode, out, err
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -137,8 +171,12 @@ class Broker:
                     return {"ok": True, "rc": rc, "stdout": _tail(out), "stderr": _tail(err)}
                 self._versions[tool] = _tail(out)
             return {"ok": True, "rc": 0, "stdout": self._versions[tool], "stderr": ""}
+        if op == "cc":
+            return self._cc(tool, msg)
         if op != "compile":
             raise Refused(f"unknown op {str(op)[:40]!r}")
+        if msg.get("tool") == C_TOOL:
+            raise Refused("the C compiler takes C (op cc), not PTX")
         options = normalise_options(msg.get("options"))
         ptx = msg.get("ptx")
         if not isinstance(ptx, str) or len(ptx) > MAX_PTX:
@@ -155,6 +193,30 @@ class Broker:
                     raise Refused(f"the cubin exceeds {MAX_CUBIN} bytes")
                 with open(cubin, "rb") as fh:
                     reply["cubin"] = base64.b64encode(fh.read()).decode()
+            return reply
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _cc(self, tool: str, msg: dict[str, Any]) -> dict[str, Any]:
+        """Build one shared library from the C source sent (Triton's launcher for a kernel signature)."""
+        if msg.get("tool") != C_TOOL:
+            raise Refused(f"op cc runs the C compiler (tool {C_TOOL!r}) only")
+        options = normalise_c_options(msg.get("options"))
+        source = msg.get("source")
+        if not isinstance(source, str) or len(source) > MAX_C_SOURCE:
+            raise Refused(f"the C source must be text of at most {MAX_C_SOURCE} characters")
+        work = tempfile.mkdtemp(prefix="broker-")
+        try:
+            with open(os.path.join(work, "launcher.c"), "w") as fh:
+                fh.write(source)
+            rc, out, err = self._run([tool, "launcher.c", *options, "-o", "launcher.so"], work)
+            reply: dict[str, Any] = {"ok": True, "rc": rc, "stdout": _tail(out), "stderr": _tail(err)}
+            library = os.path.join(work, "launcher.so")
+            if rc == 0 and os.path.isfile(library):
+                if os.path.getsize(library) > MAX_LIBRARY:
+                    raise Refused(f"the library exceeds {MAX_LIBRARY} bytes")
+                with open(library, "rb") as fh:
+                    reply["library"] = base64.b64encode(fh.read()).decode()
             return reply
         finally:
             shutil.rmtree(work, ignore_errors=True)

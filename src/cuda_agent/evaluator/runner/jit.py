@@ -7,8 +7,9 @@ The candidate's process may not start programs (`confine`), and Triton starts th
 * ptxas goes to the compile broker (`broker`), a process in a sandbox of its own, over the socket the judge handed
   this process at its start; only the program the judge named is served, with options from a fixed list.
 * the C compiler, when it compiles Triton's own driver.c (checked by its SHA-256), is answered with the helper the
-  judge built ahead (trusted code, cached) and left in the scratch folder's ``.jit``; any other compilation is
-  refused.
+  judge built ahead (trusted code, cached) and left in the scratch folder's ``.jit``; any other C compilation (the
+  launcher Triton before 3.7 builds for each kernel signature) goes to the broker, which runs the host's C compiler
+  with options from a fixed list, or is refused where the broker has none.
 * ``TRITON_LIBCUDA_PATH`` names libcuda's folder, so ldconfig is not needed.
 
 Everything else that tries to start a program gets a PermissionError that says why. Standalone (standard library).
@@ -33,6 +34,7 @@ PREBUILT_INDEX = "index.json"
 _LIBCUDA_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64",
                  "/usr/local/nvidia/lib", "/usr/lib/wsl/lib", "/usr/local/cuda/compat")
 _C_COMPILERS = frozenset({"cc", "gcc", "clang", "c++", "g++", "clang++"})
+C_TOOL = "cc"  # the broker's name for the C compiler (`broker.C_TOOL`)
 
 
 class _Client:
@@ -40,7 +42,9 @@ class _Client:
 
     def __init__(self, fd: int, tools: dict[str, str]) -> None:
         self.sock = socket.socket(fileno=fd)
-        self.tools = {os.path.realpath(path): name for name, path in tools.items()}
+        # the programs routed by their path (ptxas); the C compiler is routed by what it compiles (`_helper_build`)
+        self.tools = {os.path.realpath(path): name for name, path in tools.items() if name != C_TOOL}
+        self.compiles_c = C_TOOL in tools
         self.lock = threading.Lock()
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -199,15 +203,17 @@ def _is_helper_build(argv: list[str]) -> bool:
 
 
 def _helper_build(argv: list[str], cwd: str | None) -> int:
-    """Answer a C compilation with the prebuilt helper whose source is byte-identical to the one compiled. Raises
-    PermissionError for any other compilation (it would need a compiler process)."""
+    """Answer a C compilation: with the prebuilt helper where the source is byte-identical to the one the judge
+    built, else through the broker (Triton's per-signature launcher). Raises PermissionError where neither can."""
     index = _prebuilt()
     cwd = cwd or os.getcwd()
     output = argv[argv.index("-o") + 1] if "-o" in argv[:-1] else None
+    sources = []
     for arg in argv[1:]:
         path = os.path.join(cwd, arg)
         if arg.startswith("-") or not arg.endswith((".c", ".cc", ".cpp")) or not os.path.isfile(path):
             continue
+        sources.append(path)
         with open(path, "rb") as fh:
             digest = hashlib.sha256(fh.read()).hexdigest()
         entry = index.get(digest)
@@ -215,5 +221,29 @@ def _helper_build(argv: list[str], cwd: str | None) -> int:
             shutil.copyfile(os.path.join(_prebuilt_dir, os.path.basename(str(entry["file"]))),
                             os.path.join(cwd, output))
             return 0
+    if _client is not None and _client.compiles_c and output is not None and len(sources) == 1:
+        return _brokered_c(argv, sources[0], os.path.join(cwd, output))
     raise PermissionError(errno.EPERM, f"the evaluator's candidate process compiles no C code ({' '.join(argv[:2])}"
                                        "): only Triton's own runtime helper is provided, prebuilt")
+
+
+def _brokered_c(argv: list[str], source: str, output: str) -> int:
+    """One C file built into a shared library by the broker (the options but the source and ``-o`` are sent as
+    given; the broker refuses any it does not allow). Raises CalledProcessError-like failures as Triton expects:
+    a non-zero return code, with the compiler's messages on stderr."""
+    assert _client is not None
+    skip = {argv.index("-o"), argv.index("-o") + 1}
+    options = [a for i, a in enumerate(argv[1:], start=1)
+               if i not in skip and (a.startswith("-") or not a.endswith((".c", ".cc", ".cpp")))]
+    with open(source, errors="replace") as fh:
+        reply = _client.request({"op": "cc", "tool": C_TOOL, "options": options, "source": fh.read()})
+    if not reply.get("ok"):
+        os.write(2, f"refused by the compile broker: {reply.get('reason')}\n".encode())
+        return 2
+    rc = int(reply.get("rc", 1))
+    if rc == 0 and reply.get("library"):
+        with open(output, "wb") as fh:
+            fh.write(base64.b64decode(reply["library"]))
+        return 0
+    os.write(2, (str(reply.get("stderr", ""))[-4000:] + "\n").encode())
+    return rc or 1
