@@ -131,23 +131,10 @@ class ModelNew(nn.Module):
 
 
 def _load_wrapper(compile_broker: bool) -> dict:
-    root = Path(tempfile.mkdtemp(prefix="ca-jit-test-"))
-    scratch = root / "scratch"
-    scratch.mkdir()
-    os.chmod(scratch, 0o777)
-    (scratch / "solution.py").write_text(_WRAPPER)
-    for name, case in (("relu_case", "l1_relu_triton"), ("softmax_case", "l1_softmax_triton_online"),
-                       ("gelu_case", "l1_new_gelu_triton")):
-        shutil.copyfile(HONEST / case / "solution.py", scratch / f"{name}.py")
-    proc = CandidateProcess(scratch=scratch, gpu=False, sandboxed=True, tap=False, compile_broker=compile_broker)
-    try:
-        proc.start(180)
-        return proc.request({"op": "load", "device": "cpu", "kind": "single_file", "module": "/scratch/solution.py",
-                             "library": None, "inline_dir": None, "seed": 1, "init_inputs": [], "perturb_init": False,
-                             "kernel_tap": False}, timeout=300)
-    finally:
-        proc.close()
-        shutil.rmtree(root, ignore_errors=True)
+    files = {f"{name}.py": (HONEST / case / "solution.py").read_text()
+             for name, case in (("relu_case", "l1_relu_triton"), ("softmax_case", "l1_softmax_triton_online"),
+                                ("gelu_case", "l1_new_gelu_triton"))}
+    return _load_source(_WRAPPER, compile_broker, files)
 
 
 @pytest.mark.slow
@@ -366,12 +353,16 @@ class ModelNew(nn.Module):
 '''
 
 
-def _load_source(source: str, compile_broker: bool) -> dict:
+def _load_source(source: str, compile_broker: bool, files: dict[str, str] | None = None) -> dict:
+    """Load ``source`` as a single-file solution in a confined candidate process on the CPU (``files``: more files
+    beside it in the scratch folder); the load's reply."""
     root = Path(tempfile.mkdtemp(prefix="ca-jit-test-"))
     scratch = root / "scratch"
     scratch.mkdir()
     os.chmod(scratch, 0o777)
     (scratch / "solution.py").write_text(source)
+    for name, text in (files or {}).items():
+        (scratch / name).write_text(text)
     proc = CandidateProcess(scratch=scratch, gpu=False, sandboxed=True, tap=False, compile_broker=compile_broker)
     try:
         proc.start(180)

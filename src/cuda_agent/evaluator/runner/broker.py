@@ -181,21 +181,8 @@ class Broker:
         ptx = msg.get("ptx")
         if not isinstance(ptx, str) or len(ptx) > MAX_PTX:
             raise Refused(f"the PTX must be text of at most {MAX_PTX} characters")
-        work = tempfile.mkdtemp(prefix="broker-")
-        try:
-            with open(os.path.join(work, "kernel.ptx"), "w") as fh:
-                fh.write(ptx)
-            rc, out, err = self._run([tool, *options, "kernel.ptx", "-o", "kernel.cubin"], work)
-            reply: dict[str, Any] = {"ok": True, "rc": rc, "stdout": _tail(out), "stderr": _tail(err)}
-            cubin = os.path.join(work, "kernel.cubin")
-            if rc == 0 and os.path.isfile(cubin):
-                if os.path.getsize(cubin) > MAX_CUBIN:
-                    raise Refused(f"the cubin exceeds {MAX_CUBIN} bytes")
-                with open(cubin, "rb") as fh:
-                    reply["cubin"] = base64.b64encode(fh.read()).decode()
-            return reply
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        return self._build(tool, "kernel.ptx", ptx, [*options, "kernel.ptx", "-o", "kernel.cubin"], "kernel.cubin",
+                           "cubin", MAX_CUBIN)
 
     def _cc(self, tool: str, msg: dict[str, Any]) -> dict[str, Any]:
         """Build one shared library from the C source sent (Triton's launcher for a kernel signature)."""
@@ -205,18 +192,26 @@ class Broker:
         source = msg.get("source")
         if not isinstance(source, str) or len(source) > MAX_C_SOURCE:
             raise Refused(f"the C source must be text of at most {MAX_C_SOURCE} characters")
+        return self._build(tool, "launcher.c", source, ["launcher.c", *options, "-o", "launcher.so"], "launcher.so",
+                           "library", MAX_LIBRARY)
+
+    def _build(self, tool: str, source_name: str, source: str, args: list[str], output: str, key: str,
+               most: int) -> dict[str, Any]:
+        """Run ``tool args`` in a fresh folder holding ``source`` as ``source_name``; the reply, with the ``output``
+        file's bytes (base64) under ``key`` where the tool succeeded. Raises Refused for an output over ``most``
+        bytes."""
         work = tempfile.mkdtemp(prefix="broker-")
         try:
-            with open(os.path.join(work, "launcher.c"), "w") as fh:
+            with open(os.path.join(work, source_name), "w") as fh:
                 fh.write(source)
-            rc, out, err = self._run([tool, "launcher.c", *options, "-o", "launcher.so"], work)
+            rc, out, err = self._run([tool, *args], work)
             reply: dict[str, Any] = {"ok": True, "rc": rc, "stdout": _tail(out), "stderr": _tail(err)}
-            library = os.path.join(work, "launcher.so")
-            if rc == 0 and os.path.isfile(library):
-                if os.path.getsize(library) > MAX_LIBRARY:
-                    raise Refused(f"the library exceeds {MAX_LIBRARY} bytes")
-                with open(library, "rb") as fh:
-                    reply["library"] = base64.b64encode(fh.read()).decode()
+            built = os.path.join(work, output)
+            if rc == 0 and os.path.isfile(built):
+                if os.path.getsize(built) > most:
+                    raise Refused(f"the {key} exceeds {most} bytes")
+                with open(built, "rb") as fh:
+                    reply[key] = base64.b64encode(fh.read()).decode()
             return reply
         finally:
             shutil.rmtree(work, ignore_errors=True)
