@@ -278,6 +278,7 @@ class Evaluation:
                     self._graph_off(f"the reference is not timed on CUDA-graph replays ({type(exc).__name__}: "
                                     f"{str(exc)[:300]})")
 
+        _release_device_memory()  # what the baselines left reserved in this process, for the candidate and the stash
         clock.start("candidate_process")
         session = Session(proc=proc, config=config, device=self.device, module=module, ref_model=ref_model,
                           fp32=fp32, deadline=self.deadline, state=state, seed=self.seed,
