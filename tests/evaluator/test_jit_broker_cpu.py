@@ -402,3 +402,18 @@ def test_c_options_are_those_of_a_launcher_build_only() -> None:
         broker.handle({"op": "compile", "tool": "cc", "options": [], "ptx": PTX})
     with pytest.raises(Refused):
         broker.handle({"op": "cc", "tool": "ptxas", "options": [], "source": "int x;"})
+
+
+@pytest.mark.skipif(judge_jit.c_compiler() is None, reason="needs a C compiler")
+def test_a_c_source_that_reads_without_end_is_stopped_by_the_address_space() -> None:
+    # the candidate's C is compiled by the broker: `#include "/dev/zero"` has the preprocessor read forever
+    broker = Broker({"cc": judge_jit.c_compiler()}, timeout_s=60, memory_bytes=768 << 20)
+    import time
+
+    start = time.monotonic()
+    done = broker.handle({"op": "cc", "tool": "cc", "options": ["-shared", "-fPIC"],
+                          "source": '#include "/dev/zero"\nint x;\n'})
+    assert done["ok"] and done["rc"] != 0 and "library" not in done, done
+    assert time.monotonic() - start < 50  # the memory limit ended it, not the broker's timeout
+    fine = broker.handle({"op": "cc", "tool": "cc", "options": ["-O2", "-shared", "-fPIC"], "source": "int x = 1;\n"})
+    assert fine["rc"] == 0 and fine["library"], fine  # an ordinary source builds under the same limit

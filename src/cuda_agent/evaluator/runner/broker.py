@@ -55,6 +55,7 @@ MAX_LIBRARY = 32 << 20      # bytes of a built shared library in a reply
 C_TOOL = "cc"               # the tool name of the C compiler (never a ptxas)
 TIMEOUT_S = 180.0
 _FILE_LIMIT = 256 << 20     # the largest file ptxas may write
+MEMORY_LIMIT = 16 << 30     # the address space of ptxas or the C compiler (the agent's own sandbox has the same)
 
 # ptxas options a candidate may choose (Triton's own, and the usual tuning flags); nothing that names a file.
 _EXACT = frozenset({"-lineinfo", "-suppress-debug-info", "-g", "-v", "--verbose", "--fmad=false", "--fmad=true",
@@ -114,11 +115,14 @@ def normalise_c_options(options: Any) -> list[str]:
     return list(options)
 
 
-def _limits(cpu_s: float) -> None:
-    """In ptxas's child, before it runs: CPU and file-size limits, a session of its own (killed as a group)."""
+def _limits(cpu_s: float, memory_bytes: int) -> None:
+    """In the compiler's child, before it runs: CPU, address-space and file-size limits, a session of its own
+    (killed as a group). Rationale: the C source is the candidate's, and an ``#include "/dev/zero"`` makes a
+    preprocessor read without end; the address space stops it long before the host's memory would."""
     os.setsid()
     seconds = int(cpu_s) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (_FILE_LIMIT, _FILE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -130,9 +134,10 @@ def _tail(data: bytes) -> str:
 class Broker:
     """Serves one candidate: ``tools`` maps a tool's name to the program the judge named for it."""
 
-    def __init__(self, tools: dict[str, str], timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, tools: dict[str, str], timeout_s: float = TIMEOUT_S, memory_bytes: int = MEMORY_LIMIT) -> None:
         self.tools = dict(tools)
         self.timeout_s = timeout_s
+        self.memory_bytes = memory_bytes
         self._versions: dict[str, str] = {}
 
     def _tool(self, msg: dict[str, Any]) -> str:
@@ -144,7 +149,7 @@ class Broker:
     def _run(self, argv: list[str], cwd: str) -> tuple[int, bytes, bytes]:
         proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "TMPDIR": cwd, "HOME": cwd},
-                                preexec_fn=lambda: _limits(self.timeout_s))
+                                preexec_fn=lambda: _limits(self.timeout_s, self.memory_bytes))
         try:
             out, err = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
