@@ -13,7 +13,8 @@ For each honest case named (default: every honest corpus case, or those of `--ca
 (``events_ms``, one graph replay of the K calls where they can be captured); where ncu's sum exceeds that span by 5%
 the kernels ran concurrently (several streams), ncu's sum is not the call's time, and the case is reported
 (``concurrent``) but not compared. ``timing_vs_events_max_err``: the judge against that span, every case of at least
-10 us (the device time of the calls run back to back, at the clocks a loaded GPU holds). Writes benchmarks/results/timing_vs_ncu.json (machine, date, command) and prints a table.
+10 us (the device time of the calls run back to back, at the clocks a loaded GPU holds). Writes
+benchmarks/results/timing_vs_ncu.json (machine, date, command) and prints a table.
 
 Run: PYTHONPATH=src python3 benchmarks/timing_vs_ncu.py [--cases NAME ...] [--budget-s 300]
 """
@@ -152,14 +153,18 @@ def _graphed(torch: Any, model: Any, sets: list[Any]) -> tuple[Any, str]:
         return eager, "host"
 
 
+def _target_env() -> dict[str, str]:
+    """The environment of a ``--target`` process: this checkout's package first on the path."""
+    return {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
 def events_per_call_ms(label: str, batch: int) -> tuple[float, str]:
     """The device time per call between CUDA events around each request (one graph replay of its K calls where they
     can be captured), in a process of the solution's own, without a profiler: where the solution's kernels overlap
     (several streams), less than their summed time; where they run back to back for long, at the clocks a loaded GPU
     holds, which ncu's kernel-by-kernel profile does not see."""
     command = [sys.executable, str(Path(__file__).resolve()), "--target", label, "--batch", str(batch), "--events"]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(command, capture_output=True, text=True, env=_target_env(), timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"the events run exited {proc.returncode}: {proc.stderr[-500:]}")
     reply = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -171,8 +176,7 @@ def ncu_per_call_ms(label: str, batch: int, log_dir: Path) -> float:
     command = [NCU, "--profile-from-start", "off", "--cache-control", "none", "--clock-control", "none",
                "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base", sys.executable,
                str(Path(__file__).resolve()), "--target", label, "--batch", str(batch)]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(command, capture_output=True, text=True, env=_target_env(), timeout=600)
     (log_dir / f"ncu_{label.replace('/', '__')}.txt").write_text(proc.stdout[-200000:] + "\n" + proc.stderr[-20000:])
     if proc.returncode != 0:
         raise RuntimeError(f"ncu exited {proc.returncode}: {proc.stderr[-500:]}")

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuda_agent.errors import SandboxError
+from cuda_agent.evaluator.runner.broker import C_TOOL
 from cuda_agent.sandbox.process import ConfinedSpec, run_confined, spawn_confined
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def triton_tools() -> dict[str, str]:
             out[name] = str(path.resolve())
     compiler = c_compiler()
     if out and compiler is not None:
-        out["cc"] = compiler  # Triton's per-signature launchers (before Triton 3.7), built by the broker
+        out[C_TOOL] = compiler  # Triton's per-signature launchers (before Triton 3.7), built by the broker
     return out
 
 

@@ -1,23 +1,22 @@
 """The compile broker: runs fixed compilers (Triton's bundled ptxas, and the host's C compiler for Triton's kernel
 launchers) for a candidate whose process may not.
 
-Why: Triton compiles a kernel at its first launch and runs ptxas in a child process, which the candidate's
-one-process filter refuses (`confine`); Triton versions before 3.7 also compile a C launcher for each kernel
-signature (``__triton_launcher.c``) with the host's C compiler. The broker is a separate process in a sandbox of its own (``python -m
-ca_runner.broker``), started by the judge beside the candidate's process and connected to it by a socket pair and
-nothing else: no GPU device, no shared region, no file of the judge's, no writable host folder (its /tmp is private),
-and another PID namespace than the candidate's, so the candidate cannot name it, signal it or write its memory.
-Freezing the candidate (SIGSTOP) therefore still stops everything that can touch the device or the outputs; a
+Why: Triton compiles a kernel at its first launch and runs ptxas in a child process, which the candidate's one-process
+filter refuses (`confine`); Triton versions before 3.7 also compile a C launcher for each kernel signature
+(``__triton_launcher.c``) with the host's C compiler. The broker is a separate process in a sandbox of its own
+(``python -m ca_runner.broker``), started by the judge beside the candidate's process and connected to it by a socket
+pair and nothing else: no GPU device, no shared region, no file of the judge's, no writable host folder (its /tmp is
+private), and another PID namespace than the candidate's, so the candidate cannot name it, signal it or write its
+memory. Freezing the candidate (SIGSTOP) therefore still stops everything that can touch the device or the outputs; a
 compile the broker is finishing meanwhile touches neither.
 
 What a hostile candidate can send: any PTX (bounded in size) and ptxas options from a fixed allow-list; any C source
 (bounded) and C compiler options from a fixed list (optimisation, -shared/-fPIC, include and library folders, library
-names: nothing that loads a plugin or names an output); the program, the input and output files and the limits are
-the broker's. A shared library built from the candidate's C is no new power: it is loaded into the candidate's own
-process, which already runs the candidate's native code; the compiler runs here, where there is nothing to read
-but the system's own files. A ptxas crash or hang costs the candidate its compile
-(a timeout kills it). A ptxas exploited by crafted PTX runs in the broker's empty sandbox and can reach only the
-candidate that sent it.
+names: nothing that loads a plugin or names an output); the program, the input and output files and the limits are the
+broker's. A shared library built from the candidate's C is no new power: it is loaded into the candidate's own process,
+which already runs the candidate's native code; the compiler runs here, where there is nothing to read but the system's
+own files. A ptxas crash or hang costs the candidate its compile (a timeout kills it). A ptxas exploited by crafted PTX
+runs in the broker's empty sandbox and can reach only the candidate that sent it.
 
 Protocol (`channel` messages on the socket, one request then one reply):
   {"op": "version", "tool": "ptxas"}                          -> {"ok": true, "rc": 0, "stdout": "..."}
@@ -108,7 +107,7 @@ def normalise_c_options(options: Any) -> list[str]:
             not all(isinstance(o, str) and 0 < len(o) < 420 for o in options):
         raise Refused(f"options must be a list of at most {4 * MAX_OPTIONS} short strings")
     for option in options:
-        if option in _C_EXACT or _C_FOLDER.fullmatch(option) and ".." not in option or \
+        if option in _C_EXACT or (_C_FOLDER.fullmatch(option) and ".." not in option) or \
                 _C_LIBRARY.fullmatch(option) or _C_DEFINE.fullmatch(option):
             continue
         raise Refused(f"C compiler option {option[:80]!r} is not among those the evaluator's compile broker allows")
@@ -158,7 +157,8 @@ class Broker:
             except ProcessLookupError:
                 pass
             out, err = proc.communicate()
-            return -signal.SIGKILL, out, err + f"\n{os.path.basename(argv[0])} ran past {self.timeout_s:.0f} s and was stopped".encode()
+            stopped = f"\n{os.path.basename(argv[0])} ran past {self.timeout_s:.0f} s and was stopped"
+            return -signal.SIGKILL, out, err + stopped.encode()
         return proc.returncode, out, err
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:

@@ -28,13 +28,13 @@ import threading
 from typing import Any
 
 from . import channel
+from .broker import C_TOOL
 
 PREBUILT_DIR = ".jit"  # in the process's starting folder, its scratch folder (``judge.jit.HELPER_DIR``)
 PREBUILT_INDEX = "index.json"
 _LIBCUDA_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64",
                  "/usr/local/nvidia/lib", "/usr/lib/wsl/lib", "/usr/local/cuda/compat")
 _C_COMPILERS = frozenset({"cc", "gcc", "clang", "c++", "g++", "clang++"})
-C_TOOL = "cc"  # the broker's name for the C compiler (`broker.C_TOOL`)
 
 
 class _Client:
