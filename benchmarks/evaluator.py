@@ -91,9 +91,23 @@ def describe(result: EvalResult, wall_s: float) -> str:
     phases = {k: round(v, 3) for k, v in (result.extra.get("phase_seconds") or {}).items()}
     clock = result.extra.get("judge_clock") or {}
     return (f"{wall_s:.2f} s {result.stage} {','.join(result.rule_names)} {result.reason[:160]!r} "
+            f"{json.dumps(where_time_went(result))} "
             f"cand {result.candidate.median_ms if result.candidate else None} eager "
             f"{result.eager.median_ms if result.eager else None} s_e {result.speedup_eager} "
             f"K {clock.get('batch')} {clock.get('clock')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}")
+
+
+def where_time_went(result: EvalResult) -> dict[str, float | None]:
+    """An evaluation's wall seconds in parts: ``stage`` (the caller's check and build); from the job's hand-over
+    to the warm worker, ``forked`` (the forked judge's first word) and ``answered`` (its result read); ``judge``
+    (the judge's own run) and ``phases`` (the sum of its named phases: ``judge`` less ``phases`` is its start and
+    end); ``wall`` (all of it)."""
+    caller = result.extra.get("caller_seconds") or {}
+    phases = result.extra.get("phase_seconds") or {}
+    rounded = lambda v: round(v, 3) if isinstance(v, (int, float)) else None  # noqa: E731
+    return {"stage": rounded(caller.get("stage")), "forked": rounded(caller.get("forked")),
+            "judge": rounded(result.total_seconds), "phases": rounded(sum(phases.values())) if phases else None,
+            "answered": rounded(caller.get("answered")), "wall": rounded(caller.get("wall"))}
 
 
 def gpu_ids(wanted: int) -> list[dict[str, str]]:
@@ -158,6 +172,7 @@ class Run:
                           "gpu": self.workers.index(worker) if len(self.workers) > 1 else None,
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6],
                           "batch": (result.extra.get("run") or {}).get("batch"),
+                          "seconds": where_time_went(result),
                           "device_memory_after": device_memory() if entry.gpu else None})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         memory = self.rows[-1]["device_memory_after"]
@@ -209,6 +224,43 @@ class Run:
             list(pool.map(one, entries))
 
 
+def prebuild(entries: list[Entry], tmp: Path, jobs: int, budget_s: float) -> dict[str, Any]:
+    """Check and build every entry's solution, ``jobs`` at once, into the trusted build cache (`trusted.stage`,
+    the compilers sandboxed as in every evaluation) before any case is timed: an evaluation then finds its build
+    there, and the compilers (a single-file solution's build took 8-54 s on the H200) no longer run between timed
+    cases on one GPU. Builds that fail are judged in their evaluation as usual. Returns the count and seconds."""
+    from cuda_agent.evaluator.api import make_job
+    from cuda_agent.evaluator.isolation import stamp
+    from cuda_agent.evaluator.trusted import stage
+
+    start = time.perf_counter()
+    unique = list({e.label: e for e in entries}.values())
+
+    def one(item: tuple[int, Entry]) -> bool:
+        n, entry = item
+        if time.perf_counter() - start > budget_s:
+            return False
+        config = EvalConfig(mode=entry.mode, **({} if entry.gpu else {"device": "cpu"}))
+        folder = tmp / "prebuild" / str(n)
+        try:
+            job = stamp(make_job(entry.load_task(), entry.materialise(folder), config))
+            staged = stage(job, config, folder / "stage")
+        except BaseException as exc:  # noqa: BLE001 - the evaluation meets the same failure (a skip: no data)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            log.info("prebuild %s: %s", entry.label, str(exc)[:300])
+            return False
+        finally:
+            shutil.rmtree(folder / "stage", ignore_errors=True)
+        return isinstance(staged, dict)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        built = sum(pool.map(one, enumerate(unique)))
+    seconds = time.perf_counter() - start
+    log.info("prebuilt %d of %d solutions in %.0f s (%d at once)", built, len(unique), seconds, jobs)
+    return {"prebuilt": built, "prebuild_seconds": seconds}
+
+
 def round_trips(run: Run, n: int) -> dict[str, Any]:
     entry = next(e for e in honest_entries() if e.label == "honest/l1_relu_float4")
     root = entry.materialise(run.tmp / "roundtrip")
@@ -258,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=1,
                         help="GPUs to spread the cases over, one warm worker pinned to each (0: every GPU visible); "
                              "a case's repeats may land on different GPUs of the same model")
+    parser.add_argument("--prebuild", type=int, default=0, metavar="JOBS",
+                        help="build every case's solution first, JOBS at once (no compiler runs between timed cases)")
     parser.add_argument("--background", action="store_true",
                         help="run the CPU-bound phases (single-file builds, CPU cases) beside the GPU phases")
     args = parser.parse_args(argv)
@@ -307,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
             adversarial = [e for e in adversarial if e.label not in kept]
             log.info("kept %d passing cases from %s; running %d honest and %d adversarial", len(kept), args.previous,
                      len(honest), len(adversarial))
+        if args.prebuild:
+            wanted = [e for e in [*honest, *adversarial] if not (not e.gpu and "adversarial_cpu" in args.skip)]
+            metrics.update(prebuild(wanted, Path(tmp), args.prebuild, max(0.0, run.left() * 0.4)))
         timed_parallel = args.parallel if args.untimed_honest else args.timed_parallel
         keep_timing = not args.untimed_honest
         phases: list[tuple[str, Callable[[], None]]] = [

@@ -201,3 +201,20 @@ def test_a_worker_with_no_spares_starts_no_candidate_process_ahead() -> None:
         assert runners(worker)
     with pytest.raises(ValueError, match="spares"):
         WarmWorker(spares=-1)
+
+
+@pytest.mark.slow
+def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None:
+    """`extra["caller_seconds"]`: the caller's staging, the judge's fork answering, the result read and the whole
+    wall time, in order, with the judge's own run (`total_seconds`) inside them: what benchmarks read to find the
+    seconds an evaluation spends outside the judge's named phases."""
+    case = next(c for c in cpu_cases() if c.name == "honest_tiny_mean")
+    start = time.time()
+    result = evaluate(case.load_task(), case.solution,
+                      EvalConfig(mode=case.mode, profile=False, timeout_s=120, device="cpu"), worker=warm_worker)
+    took = time.time() - start
+    assert result.stage == "correct", (result.stage, result.reason, result.log[-1500:])
+    seconds = result.extra["caller_seconds"]
+    assert 0 <= seconds["stage"] <= seconds["wall"] <= took + 0.01
+    assert 0 < seconds["forked"] <= seconds["answered"] <= seconds["wall"] - seconds["stage"] + 0.01
+    assert 0 < result.total_seconds <= seconds["answered"] - seconds["forked"] + 0.01

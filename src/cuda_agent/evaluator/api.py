@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +60,13 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
         if isinstance(staged, EvalResult):
             return staged
         if worker is not None:
-            return worker.run(staged, config.timeout_s, env)
-        return run_isolated(staged, config.timeout_s, env)
+            result = worker.run(staged, config.timeout_s, env)
+        else:
+            result = run_isolated(staged, config.timeout_s, env)
+        extra = dict(result.extra or {})  # the whole wall time, beside its parts (`caller_seconds`)
+        extra["caller_seconds"] = {**(extra.get("caller_seconds") or {}), "wall": round(time.time() -
+                                                                                      job["started_unix"], 4)}
+        return replace(result, extra=extra)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,17 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
         return _accepted(reply, job, log_path, seconds)
 
 
+def _with_times(result: EvalResult, **seconds: float) -> EvalResult:
+    """``result`` with the caller's view of its round trip in ``extra["caller_seconds"]`` (diagnostics: where an
+    evaluation's wall time goes outside the judge's own phases): ``forked``, the server's judge answering its
+    connection; ``answered``, the judge's result read."""
+    extra = dict(result.extra or {})
+    times = dict(extra.get("caller_seconds") or {})
+    times.update({k: round(v, 4) for k, v in seconds.items() if math.isfinite(v)})
+    extra["caller_seconds"] = times
+    return replace(result, extra=extra)
+
+
 def _accepted(reply: dict[str, Any], job: dict[str, Any], log_path: str, seconds: float) -> EvalResult:
     try:
         return accept(reply, job)
@@ -252,6 +265,7 @@ class WarmWorker:
         buffer = b""
         pgid: int | None = None
         candidate: int | None = None
+        forked = math.nan
         try:
             while True:
                 remaining = deadline - time.perf_counter()
@@ -278,6 +292,7 @@ class WarmWorker:
                     if "pid" in message:
                         if pgid is not None or candidate is not None:
                             continue  # Rationale: the first is the server's fork, before task code ran; not later ones
+                        forked = time.perf_counter() - start
                         # pids inside the server's sandbox: the host's processes of that number are others'
                         pgid = self._host_pid(message.get("pid"))
                         candidate = self._host_pid(message.get("candidate_pgid"))
@@ -285,7 +300,8 @@ class WarmWorker:
                             if group is not None:
                                 procs.register_group(group)
                     elif "result" in message:
-                        return _accepted(message, job, log_path, time.perf_counter() - start)
+                        return _with_times(_accepted(message, job, log_path, time.perf_counter() - start),
+                                           forked=forked, answered=time.perf_counter() - start)
                     elif "error" in message:
                         return failure(task_id, "eval_error", f"the judge failed: {message['error']}"[:2000],
                                        log=_tail(log_path), total_seconds=time.perf_counter() - start)
