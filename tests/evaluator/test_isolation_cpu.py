@@ -207,7 +207,8 @@ def test_a_worker_with_no_spares_starts_no_candidate_process_ahead() -> None:
 def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None:
     """`extra["caller_seconds"]`: the caller's staging, the judge's fork answering, the result read and the whole
     wall time, in order, with the judge's own run (`total_seconds`) inside them: what benchmarks read to find the
-    seconds an evaluation spends outside the judge's named phases."""
+    seconds an evaluation spends outside the judge's named phases; and `extra["judge_work_seconds"]`, the judge's
+    own work in the calls phase by kind."""
     case = next(c for c in cpu_cases() if c.name == "honest_tiny_mean")
     start = time.time()
     result = evaluate(case.load_task(), case.solution,
@@ -218,3 +219,56 @@ def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None
     assert 0 <= seconds["stage"] <= seconds["wall"] <= took + 0.01
     assert 0 < seconds["forked"] <= seconds["answered"] <= seconds["wall"] - seconds["stage"] + 0.01
     assert 0 < result.total_seconds <= seconds["answered"] - seconds["forked"] + 0.01
+    # the judge's own work around the requests of the calls phase, by kind, within that phase
+    work = result.extra["judge_work_seconds"]
+    assert {"load_inputs", "request", "reference", "compare", "checks"} <= set(work), work
+    assert all(v >= 0 for v in work.values())
+    assert sum(work.values()) <= result.extra["phase_seconds"]["calls"] + 0.01
+
+
+SLOW_REFERENCE = '''import time
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        time.sleep(0.1)
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.rand(64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+SLOW_CANDIDATE = '''import time
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        time.sleep(1.0)
+        return x * 2.0
+'''
+
+
+@pytest.mark.slow
+def test_a_timeout_after_the_judge_measured_baselines_is_the_judges(tmp_path: Path, warm_worker: WarmWorker) -> None:
+    """The judge's first measurement of a task's baselines is its own work: where it took the time the candidate
+    then ran out of, the evaluation ends as ``eval_error`` (evaluate again: the baselines are cached), not as the
+    candidate's ``timeout`` (-1). Seen on the H200: 166 s of a 180 s limit (L3/34). A timeout with no baselines
+    measured stays the candidate's (`test_hang_is_killed_at_the_limit_and_leaves_no_process`)."""
+    from cuda_agent.tasks.loaders import load_task_file
+
+    (tmp_path / "slow_task.py").write_text(SLOW_REFERENCE)
+    (tmp_path / "slow_solution.py").write_text(SLOW_CANDIDATE)
+    task = load_task_file(tmp_path / "slow_task.py", validate=False)
+    config = EvalConfig(mode="relaxed", device="cpu", timeout_s=30, baseline_cache_dir=str(tmp_path / "baselines"))
+    result = evaluate(task, tmp_path / "slow_solution.py", config, worker=warm_worker)
+    assert result.stage == "eval_error", (result.stage, result.reason, result.log[-1500:])
+    assert "baselines" in result.reason and "evaluate again" in result.reason
+    assert result.extra["phase_seconds"]["baselines"] > 1.0
