@@ -14,7 +14,10 @@ Writes benchmarks/results/evaluator.json (metrics of issue 15) and benchmarks/re
                          them were rejected with none of the secrets planted for them (adversarial_corpus.plant_secrets,
                          also in the worker's environment) in the result and none changed
   honest_fast_total / honest_fast_accepted   the honest cases the judge timed between 10 us and 1 ms per call
-  verdict_flips          cases whose verdict (accepted or not, stage, reward) differed between repeats (--repeats)
+  verdict_flips          cases whose verdict (accepted or not, and the reward) differed between repeats (--repeats)
+  stage_changes          cases rejected with the same reward in every repeat but at another stage (a cheat's first
+                         wrong call is an ordinary call in one run, a variant's in the next: the variants' places are
+                         drawn afresh for every run, so that a candidate cannot predict them)
   reported_time_used     1 when any evaluation used a time the candidate's process reported (the judge's clock only)
   precision_cases_total / precision_cases_rejected   the adversarial cases of the precision route
   gpus                   the GPUs the cases were spread over (`--gpus`; one evaluation at a time on each)
@@ -94,7 +97,8 @@ def describe(result: EvalResult, wall_s: float) -> str:
             f"{json.dumps(where_time_went(result))} "
             f"cand {result.candidate.median_ms if result.candidate else None} eager "
             f"{result.eager.median_ms if result.eager else None} s_e {result.speedup_eager} "
-            f"K {clock.get('batch')} {clock.get('clock')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}")
+            f"K {clock.get('batch')} {clock.get('clock')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}"
+            f" judge work {json.dumps(result.extra.get('judge_work_seconds') or {})}")
 
 
 def where_time_went(result: EvalResult) -> dict[str, float | None]:
@@ -173,6 +177,7 @@ class Run:
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6],
                           "batch": (result.extra.get("run") or {}).get("batch"),
                           "seconds": where_time_went(result),
+                          "judge_work_seconds": result.extra.get("judge_work_seconds"),
                           "device_memory_after": device_memory() if entry.gpu else None})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         memory = self.rows[-1]["device_memory_after"]
@@ -391,9 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     done = [r for r in rows if r.get("ok") is not None]
     not_run = len(rows) - len(done)  # evaluations (of every repeat) the budget left out
     verdicts: dict[str, set[tuple[Any, ...]]] = {}
+    stages: dict[str, set[str]] = {}
     for r in done:
-        verdicts.setdefault(r["case"], set()).add((r["ok"], r["stage"], r.get("reward")))
+        verdicts.setdefault(r["case"], set()).add((r["ok"], r.get("reward")))
+        stages.setdefault(r["case"], set()).add(r["stage"])
     flips = sorted(case for case, seen in verdicts.items() if len(seen) > 1)
+    stage_changes = sorted(case for case, seen in stages.items() if len(seen) > 1 and case not in flips)
     # one row per case (its first run), accepted or rejected only if every repeat was
     first: dict[str, dict[str, Any]] = {}
     for r in done:
@@ -409,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         "honest_total": len(hon), "honest_accepted": sum(r["ok"] for r in hon),
         "not_run": not_run,
         "candidate_sandboxed": run.sandboxed, "judge_separate_process": run.separate,
-        "verdict_flips": len(flips), "reported_time_used": run.reported_used,
+        "verdict_flips": len(flips), "stage_changes": len(stage_changes), "reported_time_used": run.reported_used,
         # the fewest runs any case had (the parts of a run in parts may differ)
         "repeats": min((len([r for r in rows if r["case"] == c and r.get("ok") is not None]) for c in verdicts),
                        default=0),
@@ -435,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     this_part = {"command": command.strip(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "cases": len({r["case"] for r in rows}) - sum(p.get("cases", 0) for p in parts)}
     path = write_result("evaluator", metrics, command=command.strip(),
-                        extra={"cases": rows, "flipped_cases": flips, "parts": [*parts, this_part],
+                        extra={"cases": rows, "flipped_cases": flips, "stage_changed_cases": stage_changes,
+                               "parts": [*parts, this_part],
                                "precision_headroom_worst": max(headroom)[1] if headroom else None})
     styles: dict[str, list[int]] = {}
     for r in hon:
