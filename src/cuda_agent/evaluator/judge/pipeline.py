@@ -498,6 +498,7 @@ class Evaluation:
             state.notes.extend(audit.notes)
             state.check("kernel_tap")
         clock.start("precision_probe")
+        session.release_snapshots()  # no request follows: their memory goes to the probe's float64 references
         session.precision_verdict()
         session.precision_probe()
         state.checks[:0] = ["fresh_inputs", "every_call_checked", "canaries", "input_mutation"]

@@ -757,6 +757,10 @@ class Session:
         except CandidateGone as exc:
             return {"ok": False, "reason": exc.reason}
 
+    def release_snapshots(self) -> None:
+        """The judge's copy buffers (`_snapshot`) dropped, once no request follows (a later request makes new ones)."""
+        self._snapshots.clear()
+
     def close(self) -> None:
         self._snapshots.clear()
         for bufset in self.sets:
