@@ -20,6 +20,9 @@ Writes benchmarks/results/evaluator.json (metrics of issue 15) and benchmarks/re
                          drawn afresh for every run, so that a candidate cannot predict them)
   reported_time_used     1 when any evaluation used a time the candidate's process reported (the judge's clock only)
   precision_cases_total / precision_cases_rejected   the adversarial cases of the precision route
+  reference_as_solution_speedup_min / _max   speedup over eager of the reference's own code submitted as the solution
+                         (adversarial `reference_as_solution_*`): 1.0 where the candidate and the baselines are timed
+                         alike; above 1.05 the identity earns reward 2
   gpus                   the GPUs the cases were spread over (`--gpus`; one evaluation at a time on each)
   honest_precision_headroom_max   the largest share of its precision bound an honest case's error took (1.0 would
                          be refused; `extra["precision"]` of a result), and that case
@@ -424,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark_seconds": time.perf_counter() - started, "gpus": len(gpus),
     })
     fast = [r for r in hon if r.get("judge_ms") is not None and 0.01 <= r["judge_ms"] <= 1.0]
+    # the reference as its own solution: its speedup over eager is the clock's bias (1.0 when both are timed alike)
+    itself = [r["speedup_eager"] for r in rows if "reference_as_solution" in r["case"] and r.get("speedup_eager")]
+    if itself:
+        metrics.update(reference_as_solution_speedup_min=min(itself), reference_as_solution_speedup_max=max(itself))
     precision = [r for r in adv if "precision" in (r.get("style") or ())]
     metrics.update({"honest_fast_total": len(fast), "honest_fast_accepted": sum(bool(r["ok"]) for r in fast),
                     "graph_clock_cases": sum(r.get("clock") == "graph_replay" for r in rows),
