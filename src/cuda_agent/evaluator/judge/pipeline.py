@@ -149,12 +149,17 @@ class Evaluation:
         self.graph_clock = self.cuda and config.profile and config.graph_clock
         self.graph_note = ""
         self.graph_baselines: Any = None
-        self.graph_batch = 1
         self.floor_ms = math.nan  # the task's speed-of-light time K0 is chosen for (`_batch_sizes`)
         self.sol_estimate: Any = None  # the reference's speed-of-light estimate behind it, and why there is none
         self.sol_error = ""
         self.adopted = False  # the candidate process is a spare started before this evaluation
         self.baselines_measured = False  # this evaluation measured the task's baselines (none were cached)
+
+    @property
+    def graph_batch(self) -> int:
+        """The graph clock's K: K0, fixed from the task's floor before any candidate code loads; the baselines on the
+        graph clock are timed at it too."""
+        return self.batch
 
     def seed(self) -> int:
         return self._rng.getrandbits(48)
@@ -397,8 +402,8 @@ class Evaluation:
         return first, max(first, most)
 
     def _graph_batch(self, session: Session, sets: list[Any], module: Any) -> bool:
-        """The candidate's request captured at K = ``self.graph_batch`` (fixed, like the baselines' K, from the
-        reference's replayed time before any candidate code loaded) and replayed once on trial
+        """The candidate's request captured at K = ``self.graph_batch`` (K0, the baselines' K, fixed from the task's
+        floor before any candidate code loaded) and replayed once on trial
         (`Session.trial_replay`); whether the timed requests are replays. Where the capture or the trial fails the
         graph clock goes off, the candidate's graphs are dropped, and the run goes on host-launched. Rationale: K
         taken from anything the candidate does (a slow first replay) would let it choose a small K, and with it the
@@ -661,7 +666,6 @@ class Evaluation:
         self.baselines_measured = self.baselines_measured or not hit
         if times.compile_error:
             raise timing.GraphCaptureError(f"torch.compile's baseline: {times.compile_error[:300]}")
-        self.graph_batch = self.batch
         return times
 
     def _graph_off(self, why: str) -> None:
