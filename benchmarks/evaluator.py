@@ -370,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
             log.info("kept %d passing cases from %s; running %d honest and %d adversarial", len(kept), args.previous,
                      len(honest), len(adversarial))
         if args.prebuild:
-            wanted = [e for e in [*honest, *adversarial] if not (not e.gpu and "adversarial_cpu" in args.skip)]
+            phase_of = lambda e: ("honest_single_files" if e.single_file else "honest_workspaces") if e.honest \
+                else ("adversarial_gpu" if e.gpu else "adversarial_cpu")  # noqa: E731
+            wanted = [e for e in [*honest, *adversarial] if phase_of(e) not in args.skip]
             metrics.update(prebuild(wanted, Path(tmp), args.prebuild, max(0.0, run.left() * 0.4)))
         timed_parallel = args.parallel if args.untimed_honest else args.timed_parallel
         keep_timing = not args.untimed_honest
