@@ -4,13 +4,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.errors import WorkspaceError
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.isolation import WarmWorker, run_isolated, stamp
+from cuda_agent.evaluator.isolation import WarmWorker, run_isolated, stamp, with_caller_seconds
 from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.evaluator.trusted import stage
 from cuda_agent.tasks.task import Task
@@ -63,10 +62,7 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
             result = worker.run(staged, config.timeout_s, env)
         else:
             result = run_isolated(staged, config.timeout_s, env)
-        extra = dict(result.extra or {})  # the whole wall time, beside its parts (`caller_seconds`)
-        extra["caller_seconds"] = {**(extra.get("caller_seconds") or {}), "wall": round(time.time() -
-                                                                                      job["started_unix"], 4)}
-        return replace(result, extra=extra)
+        return with_caller_seconds(result, wall=time.time() - job["started_unix"])
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -140,10 +140,10 @@ def run_isolated(job: dict[str, Any], timeout_s: float, env: dict[str, str] | No
         return _accepted(reply, job, log_path, seconds)
 
 
-def _with_times(result: EvalResult, **seconds: float) -> EvalResult:
+def with_caller_seconds(result: EvalResult, **seconds: float) -> EvalResult:
     """``result`` with the caller's view of its round trip in ``extra["caller_seconds"]`` (diagnostics: where an
     evaluation's wall time goes outside the judge's own phases): ``forked``, the server's judge answering its
-    connection; ``answered``, the judge's result read."""
+    connection; ``answered``, the judge's result read; ``wall`` (`api.evaluate`), all of it."""
     extra = dict(result.extra or {})
     times = dict(extra.get("caller_seconds") or {})
     times.update({k: round(v, 4) for k, v in seconds.items() if math.isfinite(v)})
@@ -300,8 +300,8 @@ class WarmWorker:
                             if group is not None:
                                 procs.register_group(group)
                     elif "result" in message:
-                        return _with_times(_accepted(message, job, log_path, time.perf_counter() - start),
-                                           forked=forked, answered=time.perf_counter() - start)
+                        return with_caller_seconds(_accepted(message, job, log_path, time.perf_counter() - start),
+                                                   forked=forked, answered=time.perf_counter() - start)
                     elif "error" in message:
                         return failure(task_id, "eval_error", f"the judge failed: {message['error']}"[:2000],
                                        log=_tail(log_path), total_seconds=time.perf_counter() - start)
@@ -335,4 +335,4 @@ def _nspids(pid: int) -> list[int]:
         return []
 
 
-__all__ = ["EvalTimeoutError", "KILL_GRACE_S", "WarmWorker", "kill_group", "run_isolated"]
+__all__ = ["EvalTimeoutError", "KILL_GRACE_S", "WarmWorker", "kill_group", "run_isolated", "with_caller_seconds"]

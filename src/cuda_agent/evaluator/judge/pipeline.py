@@ -727,7 +727,7 @@ class Evaluation:
             batch = session.samples[0].calls if session.samples else 1
             resolution = measure.resolution_ms(measure.null_spans(session.null_samples, batch, clock_name == "graph"),
                                                batch)
-            self._floors(sets[0], stats, ref_model, fields, resolution)
+            self._floors(sets[0], stats, fields, resolution)
         if config.kernel_breakdown and inventory is not None:
             fields["kernel_breakdown"] = kernels.breakdown(inventory, timed_tokens, session.graph_requests)
         common = self._common(prepared)
@@ -764,8 +764,7 @@ class Evaluation:
                                                  clock=clock)
         return fresh, 1.0, paired
 
-    def _floors(self, bufset: Any, stats: Any, ref_model: torch.nn.Module, fields: dict[str, Any],
-                resolution: float) -> None:
+    def _floors(self, bufset: Any, stats: Any, fields: dict[str, Any], resolution: float) -> None:
         """The output-write floor decides (rule ``below_speed_of_light``) where the time is below it by more than
         the clock's ``resolution``; the reference's FLOP and byte floor is reported as a fraction only (an algebraic
         shortcut may legitimately beat it)."""
@@ -775,21 +774,12 @@ class Evaluation:
         if floor > 0 and stats.median_ms + resolution < floor * self.config.sol_tolerance:
             self.state.fire("below_speed_of_light", f"timed {stats.median_ms:.4f} ms; writing the outputs alone "
                                                     f"takes at least {floor:.4f} ms on this GPU")
-        try:
-            from cuda_agent.evaluator.speed_of_light import estimate, gpu_spec
-
-            if self.sol_error:
-                raise RuntimeError(self.sol_error)
-            est = self.sol_estimate  # made before any candidate code loaded, on inputs of the same shapes
-            if est is None:
-                inputs = [s.view if s is not None else x for s, x in zip(bufset.inputs, bufset.scalars)]
-                est = estimate(ref_model, inputs, outputs[0] if len(outputs) == 1 else tuple(outputs),
-                               gpu_spec(self.device))
-            if est.floor_ms > 0:
-                fields.update(sol_floor_ms=float(est.floor_ms), sol_fraction=float(est.floor_ms) / stats.median_ms,
-                              sol_bound=str(est.bound))
-        except Exception as exc:  # noqa: BLE001 - an informational estimate only
-            self.state.notes.append(f"speed-of-light estimate unavailable: {type(exc).__name__}: {exc}"[:300])
+        est = self.sol_estimate  # made before any candidate code loaded (`_batch_sizes`), on inputs of these shapes
+        if est is None:
+            self.state.notes.append(f"speed-of-light estimate unavailable: {self.sol_error}"[:300])
+        elif est.floor_ms > 0:
+            fields.update(sol_floor_ms=float(est.floor_ms), sol_fraction=float(est.floor_ms) / stats.median_ms,
+                          sol_bound=str(est.bound))
 
 
 def _visible_devices(device: torch.device) -> dict[str, str]:

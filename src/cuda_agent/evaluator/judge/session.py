@@ -182,6 +182,7 @@ class Session:
         self.replayed_tokens: set[int] = set()  # the calls of replayed requests (their records are the replay's)
         self._null_graphs: dict[int, tuple[int, list[str]]] = {}
         self._snapshots: dict[int, list[torch.Tensor]] = {}  # per buffer set, the judge's copy of its outputs
+        self._snapshot_plans: dict[tuple[int, ...], Any] = {}  # per request's sets: how `_snapshot` copies them
         self._flush_buf: torch.Tensor | None = None
         self._flush_ms: float | None = None    # one flush's device time (`_warm_device`)
         self._rng = random.SystemRandom()
@@ -260,21 +261,26 @@ class Session:
         self._sync()
 
     def _snapshot_buffers(self, bufset: BufferSet) -> list[torch.Tensor]:
-        """The judge's buffers for its copy of ``bufset``'s outputs, made at the set's first use and kept."""
+        """The judge's buffers for its copy of ``bufset``'s outputs, made at the set's first use and kept (every
+        buffer set lives in ``self.sets`` for the whole session, so its id names it)."""
         held = self._snapshots.get(id(bufset))
-        if held is None or [(h.shape, h.dtype) for h in held] != [(s.view.shape, s.view.dtype) for s in bufset.outputs]:
+        if held is None:
             held = self._snapshots[id(bufset)] = [torch.empty_like(slot.view) for slot in bufset.outputs]
         return held
 
     def _snapshot(self, bufsets: list[BufferSet]) -> list[list[torch.Tensor]]:
         """The judge's copy of every call's outputs, into its kept buffers (valid until the next request), in a few
         launches whatever K is: small outputs copied together per dtype (`torch._foreach_copy_`), large ones one by
-        one. Rationale (H200, 2026-12-04): one clone per output made the copy's host time grow with K (256 launches,
-        2.3-4.3 ms a request) and differ between the null model's requests and the candidate's by 1.4 ms on
-        gpu/honest_row_sum, 5 us a call at K 256: the judge then timed a 19 us kernel 23% fast."""
-        copies = [self._snapshot_buffers(bufset) for bufset in bufsets]
-        together: dict[torch.dtype, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-        with torch.no_grad():
+        one; which is which is worked out once per list of sets, not inside the clock of every request. Rationale
+        (H200, 2026-12-04): one clone per output made the copy's host time grow with K (256 launches, 2.3-4.3 ms a
+        request) and differ between the null model's requests and the candidate's by 1.4 ms on gpu/honest_row_sum,
+        5 us a call at K 256: the judge then timed a 19 us kernel 23% fast."""
+        key = tuple(id(bufset) for bufset in bufsets)
+        plan = self._snapshot_plans.get(key)
+        if plan is None:
+            copies = [self._snapshot_buffers(bufset) for bufset in bufsets]
+            together: dict[torch.dtype, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+            alone: list[tuple[torch.Tensor, torch.Tensor]] = []
             for bufset, held in zip(bufsets, copies):
                 for slot, dst in zip(bufset.outputs, held):
                     if dst.numel() <= SNAPSHOT_TOGETHER_ELEMENTS and dst.is_contiguous() and \
@@ -283,8 +289,13 @@ class Session:
                         group[0].append(dst)
                         group[1].append(slot.view)
                     else:
-                        dst.copy_(slot.view)
-            for dsts, srcs in together.values():
+                        alone.append((dst, slot.view))
+            plan = self._snapshot_plans[key] = (copies, list(together.values()), alone)
+        copies, together_lists, alone = plan
+        with torch.no_grad():
+            for dst, src in alone:
+                dst.copy_(src)
+            for dsts, srcs in together_lists:
                 torch._foreach_copy_(dsts, srcs)
         return copies
 
@@ -760,9 +771,10 @@ class Session:
     def release_snapshots(self) -> None:
         """The judge's copy buffers (`_snapshot`) dropped, once no request follows (a later request makes new ones)."""
         self._snapshots.clear()
+        self._snapshot_plans.clear()
 
     def close(self) -> None:
-        self._snapshots.clear()
+        self.release_snapshots()
         for bufset in self.sets:
             bufset.close()
         self.sets.clear()
