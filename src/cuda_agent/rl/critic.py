@@ -23,13 +23,13 @@ def outcome_rewards(response_mask: torch.Tensor, rewards: torch.Tensor | Sequenc
 
     Raises `ValueError` for a row with no model token (nothing could carry the reward)."""
     mask = response_mask.to(torch.float32)
-    rewards = torch.as_tensor(rewards, dtype=torch.float32)
+    rewards = torch.as_tensor(rewards, dtype=torch.float32, device=mask.device)
     out = torch.zeros_like(mask)
-    positions = torch.arange(mask.shape[1]).expand_as(mask)
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
     last = torch.where(mask > 0, positions, torch.full_like(positions, -1)).max(dim=1).values
     if (last < 0).any():
         raise ValueError(f"rows {torch.nonzero(last < 0).flatten().tolist()} have no model token to carry the reward")
-    out[torch.arange(mask.shape[0]), last] = rewards
+    out[torch.arange(mask.shape[0], device=mask.device), last] = rewards
     return out
 
 
@@ -38,7 +38,7 @@ def gae_targets(token_rewards: torch.Tensor, values: torch.Tensor, response_mask
     """``(advantages, returns)``, both ``(batch, length)`` and zero on masked tokens; not whitened (PPO whitens
     advantages itself; the critic needs the raw returns)."""
     mask = response_mask.to(values.dtype)
-    next_value = torch.zeros(values.shape[0], dtype=values.dtype)
+    next_value = torch.zeros(values.shape[0], dtype=values.dtype, device=values.device)
     last_gae = torch.zeros_like(next_value)
     advantages = torch.zeros_like(values)
     for t in reversed(range(values.shape[1])):
