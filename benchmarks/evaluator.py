@@ -23,6 +23,8 @@ Writes benchmarks/results/evaluator.json (metrics of issue 15) and benchmarks/re
   reference_as_solution_speedup_min / _max   speedup over eager of the reference's own code submitted as the solution
                          (adversarial `reference_as_solution_*`): 1.0 where the candidate and the baselines are timed
                          alike; above 1.05 the identity earns reward 2
+  clock_factor_min / _max   how much slower the reference ran on the judge's clock than in the judge's process
+                         (`EvalConfig.reference_on_judge_clock`: both baselines are scaled by it), over the rows
   gpus                   the GPUs the cases were spread over (`--gpus`; one evaluation at a time on each)
   honest_precision_headroom_max   the largest share of its precision bound an honest case's error took (1.0 would
                          be refused; `extra["precision"]` of a result), and that case
@@ -100,7 +102,8 @@ def describe(result: EvalResult, wall_s: float) -> str:
             f"{json.dumps(where_time_went(result))} "
             f"cand {result.candidate.median_ms if result.candidate else None} eager "
             f"{result.eager.median_ms if result.eager else None} s_e {result.speedup_eager} "
-            f"K {clock.get('batch')} {clock.get('clock')} reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}"
+            f"K {clock.get('batch')} {clock.get('clock')} clock factor {clock.get('clock_factor')} "
+            f"reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}"
             f" judge work {json.dumps(result.extra.get('judge_work_seconds') or {})}")
 
 
@@ -175,6 +178,7 @@ class Run:
                           "speedup_compile": result.speedup_compile, "wall_s": wall, "repeat": self.repeat,
                           "judge_ms": result.candidate.median_ms if result.candidate else None,
                           "clock": (result.extra.get("judge_clock") or {}).get("clock"),
+                          "clock_factor": (result.extra.get("judge_clock") or {}).get("clock_factor"),
                           "precision_headroom": result.precision_share,
                           "gpu": self.workers.index(worker) if len(self.workers) > 1 else None,
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6],
@@ -433,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     itself = [r["speedup_eager"] for r in rows if "reference_as_solution" in r["case"] and r.get("speedup_eager")]
     if itself:
         metrics.update(reference_as_solution_speedup_min=min(itself), reference_as_solution_speedup_max=max(itself))
+    # how much slower the reference ran on the judge's clock than in the judge's process (the baselines' scale)
+    factors = [r["clock_factor"] for r in rows if isinstance(r.get("clock_factor"), (int, float))]
+    if factors:
+        metrics.update(clock_factor_min=min(factors), clock_factor_max=max(factors))
     precision = [r for r in adv if "precision" in (r.get("style") or ())]
     metrics.update({"honest_fast_total": len(fast), "honest_fast_accepted": sum(bool(r["ok"]) for r in fast),
                     "graph_clock_cases": sum(r.get("clock") == "graph_replay" for r in rows),

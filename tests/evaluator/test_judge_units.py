@@ -351,3 +351,35 @@ def test_a_judge_out_of_memory_is_the_candidates_only_where_its_use_grew_past_it
     assert memory.candidates_fault(before, edge) == ""                   # exactly the share is still allowed
     assert memory.candidates_fault(None, hoard) == memory.candidates_fault(before, None) == ""
     assert memory.device_use(torch.device("cpu")) is None
+
+
+def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path) -> None:
+    """The judge's clock for the baselines (`Evaluation._reference_on_judge_clock`): the task's own Model, submitted
+    as the solution, is evaluated as a candidate (its own sandboxed process, the requests and clock of every
+    candidate) and timed there; the ratio of that time to the reference's in-process time, measured together,
+    scales both baselines, and only for a candidate timed on the same clock. Real sandbox and runner, on the CPU
+    (host-launched requests there; the judge uses it on a GPU)."""
+    import time
+
+    from cuda_agent.evaluator import EvalConfig
+    from cuda_agent.evaluator.judge.pipeline import Evaluation
+    from cuda_agent.evaluator.stats import TimingStats
+    from evalcases import resolve_task
+
+    task = resolve_task("row_sum")
+    config = EvalConfig(device="cpu", mode="strict", timeout_s=120, baseline_cache_dir=str(tmp_path / "cache"))
+    outer = Evaluation(task, tmp_path / "unused.py", config, time.monotonic() + 120)
+    outer.batch = 4
+    stats = outer._time_reference_as_candidate("batched")
+    assert stats.median_ms > 0 and stats.n >= 5
+
+    def timing(ms: float) -> TimingStats:
+        return TimingStats(median_ms=ms, mean_ms=ms, std_ms=0.0, min_ms=ms, max_ms=ms, cv=0.0, n=5)
+
+    outer.reference_clock, outer.reference_clock_kind = (timing(2.5), timing(2.0)), "graph"
+    report: dict = {}
+    assert outer._clock_factor("graph", report) == pytest.approx(1.25)
+    assert report["reference_judge_ms"] == 2.5 and report["reference_in_process_ms"] == 2.0
+    assert outer._clock_factor("batched", {}) == 1.0  # a candidate timed on another clock: the pair does not apply
+    outer.reference_clock = None
+    assert outer._clock_factor("graph", {}) == 1.0

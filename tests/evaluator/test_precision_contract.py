@@ -11,7 +11,7 @@ import torch
 
 from cuda_agent.evaluator.judge.depth import UNKNOWN
 from cuda_agent.evaluator.judge.precision import (CONTRACT, FORMATS, FP32_UNIT, PrecisionContract, judge_precision,
-                                                  margins, plan_zero_mean, round_mantissa)
+                                                  margins, merge_verdicts, plan_zero_mean, round_mantissa)
 from precision_variants import (LOWER, Task, Variant, conv_task, draw, gemm_task, hardware_variants, linear_task,
                                 reduction_task, shortcut_task, unary_task, variants_for)
 
@@ -160,6 +160,31 @@ def test_one_call_of_each_kind_together_and_its_report() -> None:
     assert all(e.fired for e in verdict.errors) and len(verdict.violations) == 2
     zero_err = next(e for e in verdict.errors if e.call == "zero-mean call 0")
     assert zero_err.units > 8 * CONTRACT.floor_units and zero_err.ratio > 1000
+
+
+def test_calls_judged_apart_merge_to_the_verdict_of_judging_them_together() -> None:
+    """The judge keeps a large call's verdict instead of its tensors (judged at once during the run): merged with
+    the calls judged after the run, the verdict is the one of judging them all together, under the calls' own
+    names."""
+    task = gemm_task(64, 1024, 64, True)
+    gen = torch.Generator().manual_seed(5)
+    model = task.make_model()
+    bf16 = LOWER["bf16 operands"]
+    honest = task.make_inputs(gen)
+    honest_call = (honest, [honest[0] @ honest[1]])
+    lowered = task.make_inputs(gen)
+    lowered_call = (lowered, [bf16(lowered[0]) @ bf16(lowered[1])])
+    together = judge_precision(model, [honest_call, lowered_call], None, CPU)
+    apart = merge_verdicts([judge_precision(model, [honest_call], None, CPU, labels=["call 3"]),
+                            judge_precision(model, [lowered_call], None, CPU, labels=["call 41"])])
+    assert not together.ok and not apart.ok and apart.checked
+    assert len(apart.violations) == len(together.violations) == 1 and "call 41" in apart.violations[0]
+    assert [e.call for e in apart.errors] == ["call 3", "call 41"]
+    assert [e.fired for e in apart.errors] == [e.fired for e in together.errors]
+    clean = merge_verdicts([judge_precision(model, [honest_call], None, CPU)])
+    assert clean.ok and clean.checked and not clean.violations
+    nothing = merge_verdicts([])
+    assert nothing.ok and not nothing.checked
 
 
 def test_nothing_kept_and_no_float64_kernel_are_unchecked_not_refused() -> None:

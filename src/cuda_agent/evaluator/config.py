@@ -74,6 +74,13 @@ class EvalConfig:
             idled through the judge's cadence pad. 0 (the default, until measured): one flush before the pad.
             `benchmarks/idle_probe.py` and `timing_vs_ncu.py --warm-ms` measure whether it removes the 0.22-0.31 ms
             per request by which the judge's clock exceeded Nsight Compute on the H200 (2026-12-03).
+        probe_stash_share: on a GPU, the share of the device's memory that the calls kept for the precision probe
+            may hold; a call kept beyond it is judged at once (its verdict kept, not its tensors), or copied to host
+            memory where the device has no room for that either (0: every kept call judged at once).
+        reference_on_judge_clock: on a GPU, also time the task's reference as a candidate is timed (its own code
+            submitted as the solution: a process of its own, the same requests and clock; once per task, cached
+            beside the baselines) and scale both baselines by how much slower it ran there than in the judge's
+            process, so that speedups compare like with like.
         unsandboxed_trusted_code: run the candidate without the sandbox. Only for code you wrote yourself: without
             the sandbox it reads the host's files and environment. Where no sandbox can be made and this is off,
             evaluation refuses (an error saying what is missing).
@@ -104,6 +111,8 @@ class EvalConfig:
     max_log_chars: int = 4000
     graph_clock: bool = True
     warm_device_ms: float = 0.0
+    probe_stash_share: float = 0.25
+    reference_on_judge_clock: bool = True
     unsandboxed_trusted_code: bool = False
 
     def __post_init__(self) -> None:
@@ -113,6 +122,9 @@ class EvalConfig:
             raise ConfigError(f"EvalConfig.tolerance must be one of {tuple(TOLERANCE_PRESETS)}, got {self.tolerance!r}")
         if self.n_trials < 5:
             raise ConfigError(f"EvalConfig.n_trials must be at least 5 (fresh input sets per call), got {self.n_trials}")
+        if not (isinstance(self.probe_stash_share, (int, float)) and 0.0 <= self.probe_stash_share <= 1.0):
+            raise ConfigError(f"EvalConfig.probe_stash_share must be a share between 0 and 1, got "
+                              f"{self.probe_stash_share!r}")
         for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance", "warm_device_ms"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or \

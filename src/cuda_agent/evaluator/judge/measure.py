@@ -252,6 +252,22 @@ def measure_baselines_for(task_hash: str, ref_model: torch.nn.Module, module: An
         key, measure, {"task": task_hash, **_key_parts(config, device, batch, clock)}, refresh=refresh)
 
 
+def reference_clock_for(task_hash: str, config: EvalConfig, device: torch.device, batch: int, clock: str,
+                        measure: Any) -> tuple[Any, bool]:
+    """The reference's per-call time on the judge's own clock (the reference evaluated as a candidate, on
+    ``clock``: "graph" or "batched") and in the judge's process at the same time: ``measure()`` gives them as the
+    `BaselineTimes` fields eager and compile; cached beside the baselines under a key of its own (its settings name
+    the judge's clock and the kernel tap, which the candidate's process runs under)."""
+    from cuda_agent.evaluator.baselines import BaselineCache, baseline_key
+
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}; expected one of {CLOCKS}")
+    parts = _key_parts(config, device, batch, f"judge-{clock}")
+    parts["settings"]["tap"] = bool(config.runtime_audit)
+    key = baseline_key(task_hash, **parts)
+    return BaselineCache(config.baseline_cache_dir).get_or_measure(key, measure, {"task": task_hash, **parts})
+
+
 def drift_factor(paired_ms: float, cached_ms: float) -> float:
     """How much slower (>1) or faster (<1) eager PyTorch ran now than when its time was cached. Raises ValueError on
     times that are not positive and finite."""

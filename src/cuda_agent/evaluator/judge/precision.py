@@ -302,7 +302,7 @@ def plan_zero_mean(ref_model: torch.nn.Module, inputs: Sequence[Any]) -> ZeroMea
 # -- the check --------------------------------------------------------------------------------------------------------
 def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean: Sequence[Call] | None,
                     device: torch.device, *, contract: PrecisionContract = CONTRACT,
-                    depth: Depth | None = None) -> PrecisionVerdict:
+                    depth: Depth | None = None, labels: Sequence[str] | None = None) -> PrecisionVerdict:
     """Check the contract on the candidate's calls.
 
     ``ref_model``: the task's reference in float32, on ``device`` (not modified: float64 and rounded copies are
@@ -312,10 +312,12 @@ def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean:
     ``violations``. Cost: a float32 and a float64 forward per call, and two more float64 forwards (on rounded copies
     of the inputs and the model) for the signature. ``depth``: the task's accumulation depth, which sets the floor
     (`PrecisionContract.floor_for`); None traces it here, on the first call's inputs (the judge traces it once,
-    before any candidate code loads). Raises nothing: a reference with no float64 kernel gives ``checked=False``
-    and a note."""
+    before any candidate code loads). ``labels``: the calls' names in the verdict, in order (default "own call i",
+    "zero-mean call i"). Raises nothing: a reference with no float64 kernel gives ``checked=False`` and a note."""
     calls = [(f"own call {i}", c, "own") for i, c in enumerate(kept)] + \
             [(f"zero-mean call {i}", c, "zero") for i, c in enumerate(zero_mean or ())]
+    if labels:
+        calls = [(labels[i] if i < len(labels) else name, c, kind) for i, (name, c, kind) in enumerate(calls)]
     if not calls:
         return PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
     notes: list[str] = []
@@ -409,6 +411,16 @@ def _with_signatures(ref_model: torch.nn.Module, inputs: Sequence[Any], outputs:
         result.append(OutputError(e.call, e.output, e.elements, e.cand_error, e.ref_error, e.bound, sigs,
                                   f"signature: {hit.format}" if hit else e.fired))
     return result
+
+
+def merge_verdicts(verdicts: Sequence[PrecisionVerdict]) -> PrecisionVerdict:
+    """One verdict for calls judged apart (some at once during the run, the rest after it)."""
+    if not verdicts:
+        return PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
+    return PrecisionVerdict(ok=all(v.ok for v in verdicts), checked=any(v.checked for v in verdicts),
+                            violations=tuple(x for v in verdicts for x in v.violations),
+                            notes=tuple(dict.fromkeys(n for v in verdicts for n in v.notes)),
+                            errors=tuple(e for v in verdicts for e in v.errors))
 
 
 def margins(verdict: PrecisionVerdict) -> dict[str, Any]:

@@ -41,8 +41,12 @@ from cuda_agent.evaluator.judge.depth import Depth, accumulation_depth
 from cuda_agent.evaluator.rules import RuleViolation
 
 _perf = time.perf_counter
+# a call kept for the precision probe: its inputs and outputs, or (judged at once) its verdict
+Kept = tuple[list[Any], list[torch.Tensor]] | precision.PrecisionVerdict
 TRIVIAL_SIGNAL_LIMIT = 0.05      # error above 5% of the output's own variation, while passing only by tolerance
 PRECISION_STASH = 3              # calls kept (inputs and outputs) for the float64 probe after the loop
+INVENTORY_MIN_S = 1.0            # less time than this left: the kernel audit's question is not asked (timeout)
+INLINE_PROBE_ROOM = 5            # a call is judged at once where five times its bytes are free (float64 copies)
 SNAPSHOT_TOGETHER_ELEMENTS = 1 << 24  # outputs up to this size are copied by the judge in one launch per dtype
 
 
@@ -161,11 +165,11 @@ class Session:
         self.samples: list[Sample] = []
         self.null_samples: list[Sample] = []
         self.copied_tokens: list[int] = []
-        self.stash: list[tuple[list[Any], list[torch.Tensor]]] = []
+        self.stash: list[Kept] = []
         self.keepable = 0
         self.last_stamps: dict[str, float] = {}
         self.history: list[Sample] = []  # every request of the candidate's, timed or not
-        self.zero_mean_kept: list[tuple[list[Any], list[torch.Tensor]]] = []
+        self.zero_mean_kept: list[Kept] = []
         self.ref_error: float | None = None
         self.depth: Depth | None = None                    # the reference's accumulation depth (the contract's floor)
         self._ref64: torch.nn.Module | None = None  # the reference in float64, made at the first call that needs it
@@ -543,9 +547,9 @@ class Session:
         else:
             self._lap("checks")
             if call.keep:
-                self._reservoir(inputs, snapshot)
+                self._reservoir(inputs, snapshot, label)
             elif call.zero_mean and len(self.zero_mean_kept) < PRECISION_STASH:
-                self.zero_mean_kept.append(self._kept(inputs, snapshot))
+                self.zero_mean_kept.append(self._kept(inputs, snapshot, zero_mean=True, label=label))
             self._lap("keep_for_probe")
             if not call.zero_mean:  # judged against float64 after the run (its reference error is another scale)
                 self._record_error(candidate, golden, inputs)
@@ -634,38 +638,51 @@ class Session:
                 values.append(got.get("value"))
         return _rebuild(golden, values), ""
 
-    def _kept(self, inputs: list[Any], outputs: list[Any],
-              into: tuple[list[Any], list[Any]] | None = None) -> tuple[list[Any], list[Any]]:
-        """A call kept for the precision probe: on the device where it fits, else in host memory (the probe runs
-        after the candidate's process has ended, when its device memory is free again); ``into``: a kept call it
-        replaces, whose tensors are written in place where every shape and dtype matches. Rationale: a candidate
-        that hoards device memory must not switch the probe off; and on the 6 GiB level-1 tasks (13 GB a call) a
-        fresh copy per replacement, in host memory once the device is full, cost seconds each (H200, 2026-12-04:
-        37-46 s of calls at K = 1)."""
-        if into is not None and _same_layout([*inputs, *outputs], [*into[0], *into[1]]):
+    def _kept(self, inputs: list[Any], outputs: list[Any], into: Kept | None = None, *, zero_mean: bool = False,
+              label: str = "") -> Kept:
+        """A call kept for the precision probe: a copy on the device where it fits within
+        ``EvalConfig.probe_stash_share`` of the device's memory (``into``: a kept call it replaces, written in place
+        where it is on the device and every shape and dtype matches); else judged at once under the precision
+        contract, its verdict kept instead of its tensors, where the device has room for the float64 copies; else a
+        copy in host memory (the probe runs after the candidate's process has ended, when its device memory is free
+        again). Rationale: a candidate that hoards device memory
+        must not switch the probe off; on the 6 GiB level-1 tasks (13 GB a call) copies to host memory cost 36 s of
+        a 39 s calls phase (L1/19 at K = 1, H200, 2026-12-04), and counting the allocator's cached memory as free,
+        to keep them on the device instead, left the judge's own float64 reference no room (out of memory)."""
+        if isinstance(into, tuple) and (not self.cuda or _kept_bytes(into)) and \
+                _same_layout([*inputs, *outputs], [*into[0], *into[1]]):
             with torch.no_grad():
                 kept_inputs = [dst.copy_(src) if isinstance(src, torch.Tensor) else src
                                for src, dst in zip(inputs, into[0])]
                 for src, dst in zip(outputs, into[1]):
                     dst.copy_(src)
             return kept_inputs, into[1]
+        if not self.cuda:
+            return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs], [o.clone() for o in outputs]
         need = sum(x.numel() * x.element_size() for x in [*inputs, *outputs] if isinstance(x, torch.Tensor))
-        on_device = not self.cuda or 3 * need < torch.cuda.mem_get_info(self.device)[0]
-        place = (lambda t: t.clone()) if on_device else (lambda t: t.to("cpu"))
-        return ([place(x) if isinstance(x, torch.Tensor) else x for x in inputs], [place(o) for o in outputs])
+        free = _device_memory_free(self.device)
+        held = sum(_kept_bytes(k) for k in [*self.stash, *self.zero_mean_kept] if k is not into)
+        if 3 * need < free and held + need <= self.config.probe_stash_share * \
+                torch.cuda.get_device_properties(self.device).total_memory:
+            return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs], [o.clone() for o in outputs]
+        if INLINE_PROBE_ROOM * need < free:
+            pair = (inputs, outputs)
+            return precision.judge_precision(self.ref_model, [] if zero_mean else [pair], [pair] if zero_mean else [],
+                                             self.device, depth=self.depth, labels=[label or "kept call"])
+        return [x.to("cpu") if isinstance(x, torch.Tensor) else x for x in inputs], [o.to("cpu") for o in outputs]
 
-    def _reservoir(self, inputs: list[Any], outputs: list[Any]) -> None:
+    def _reservoir(self, inputs: list[Any], outputs: list[Any], label: str = "") -> None:
         """Reservoir sampling (algorithm R) over every keepable call of the run: after n such calls each of them is
         in the stash with probability PRECISION_STASH / n, whatever the run's length, so a behaviour that changes
         after the first N calls is as likely to be probed as one that changes before. Rationale: a probe that
         keeps the first calls misses a kernel that is exact at first and lowers its precision later."""
         self.keepable += 1
         if len(self.stash) < PRECISION_STASH:
-            self.stash.append(self._kept(inputs, outputs))
+            self.stash.append(self._kept(inputs, outputs, label=label))
             return
         slot = self._rng.randrange(self.keepable)
         if slot < PRECISION_STASH:
-            self.stash[slot] = self._kept(inputs, outputs, into=self.stash[slot])
+            self.stash[slot] = self._kept(inputs, outputs, into=self.stash[slot], label=label)
 
     # -- precision ------------------------------------------------------------------------------------------------
     def calibrate_precision(self, input_sets: list[list[Any]]) -> None:
@@ -747,13 +764,16 @@ class Session:
             return
         move = lambda pair: ([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in pair[0]],  # noqa: E731
                              [o.to(self.device) for o in pair[1]])
+        judged = [k for k in [*self.stash, *self.zero_mean_kept] if isinstance(k, precision.PrecisionVerdict)]
         try:
-            verdict = precision.judge_precision(self.ref_model, [move(p) for p in self.stash],
-                                                [move(p) for p in self.zero_mean_kept], self.device,
-                                                depth=self.depth)
+            own = [move(p) for p in self.stash if isinstance(p, tuple)]
+            zero = [move(p) for p in self.zero_mean_kept if isinstance(p, tuple)]
+            if own or zero:
+                judged.append(precision.judge_precision(self.ref_model, own, zero, self.device, depth=self.depth))
         finally:
             self.stash.clear()
             self.zero_mean_kept.clear()
+        verdict = precision.merge_verdicts(judged)
         self.state.notes.extend(verdict.notes)
         self.state.precision.update(precision.margins(verdict))
         if verdict.checked:
@@ -762,10 +782,19 @@ class Session:
             self.state.fire(precision.RULE, detail)
 
     def inventory(self) -> dict[str, Any]:
-        """The kernel tap's records, per call token (the candidate's word; see `judge.kernels`)."""
+        """The kernel tap's records, per call token (the candidate's word; see `judge.kernels`). Raises `CallFailed`
+        (``timeout``) where the evaluation's time is up before or while asking: no answer could come in time, which
+        says nothing of the tap. Rationale (H200, 2026-12-04): the reference's own code, timed as the solution with
+        0.1 s of the evaluation left (the judge had spent the rest on its own measurements), was refused as
+        ``audit_evasion`` ("the kernel tap returned no records"), a -1 for the judge's lateness."""
+        if self.deadline - time.monotonic() < INVENTORY_MIN_S:
+            raise CallFailed("timeout", "the evaluation's time ran out before the kernel audit")
         try:
             return self.proc.request({"op": "inventory"}, timeout=min(self.remaining(), 60.0))
         except CandidateGone as exc:
+            if time.monotonic() >= self.deadline:
+                raise CallFailed("timeout", f"the evaluation's time ran out during the kernel audit "
+                                            f"({exc.reason})") from exc
             return {"ok": False, "reason": exc.reason}
 
     def release_snapshots(self) -> None:
@@ -779,6 +808,20 @@ class Session:
             bufset.close()
         self.sets.clear()
         self._flush_buf = None
+
+
+def _device_memory_free(device: torch.device) -> int:
+    """Bytes this process can still allocate on ``device``: the device's free memory and what its own caching
+    allocator holds unused."""
+    return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
+def _kept_bytes(kept: Any) -> int:
+    """The device bytes a kept call holds (none for a verdict or a copy in host memory)."""
+    if not isinstance(kept, tuple):
+        return 0
+    return sum(x.numel() * x.element_size() for x in [*kept[0], *kept[1]]
+               if isinstance(x, torch.Tensor) and x.device.type == "cuda")
 
 
 def _breakdown(sent: float, received: float, copied: float, stamps: Any) -> dict[str, float]:
