@@ -366,12 +366,35 @@ def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path
     from cuda_agent.evaluator.stats import TimingStats
     from evalcases import resolve_task
 
+    from cuda_agent.evaluator.judge import pipeline, reference
+
     task = resolve_task("row_sum")
-    config = EvalConfig(device="cpu", mode="strict", timeout_s=120, baseline_cache_dir=str(tmp_path / "cache"))
+    cache = tmp_path / "cache"
+    config = EvalConfig(device="cpu", mode="strict", timeout_s=120, baseline_cache_dir=str(cache))
     outer = Evaluation(task, tmp_path / "unused.py", config, time.monotonic() + 120)
     outer.batch = 4
     stats = outer._time_reference_as_candidate("batched")
     assert stats.median_ms > 0 and stats.n >= 5
+
+    module = reference.load_task_module(task.code, "<row_sum>")
+    ref_model = reference.build_model(module, 0, outer.device, reference.init_values(module))
+    # a pair whose ratio is implausible (here: any, the limits set far away) is neither used nor cached
+    limits = pipeline.CLOCK_FACTOR_LIMITS
+    pipeline.CLOCK_FACTOR_LIMITS = (100.0, 200.0)
+    try:
+        outer._reference_on_judge_clock(ref_model, module)
+    finally:
+        pipeline.CLOCK_FACTOR_LIMITS = limits
+    assert outer.reference_clock is None and "not used" in outer.state.notes[-1]
+    assert not list(cache.rglob("*.json"))
+    outer._reference_on_judge_clock(ref_model, module)
+    judged, in_process = outer.reference_clock
+    assert outer.reference_clock_kind == "batched" and judged.median_ms > 0 and in_process.median_ms > 0
+    assert len(list(cache.rglob("*.json"))) == 1 and outer.baselines_measured
+    again = Evaluation(task, tmp_path / "unused.py", config, time.monotonic() + 120)
+    again.batch = 4
+    again._reference_on_judge_clock(ref_model, module)  # from the cache: no second evaluation of the reference
+    assert again.reference_clock[0] == judged and not again.baselines_measured
 
     def timing(ms: float) -> TimingStats:
         return TimingStats(median_ms=ms, mean_ms=ms, std_ms=0.0, min_ms=ms, max_ms=ms, cv=0.0, n=5)

@@ -47,6 +47,7 @@ MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
 CPU_BATCH = 4                # K on a CPU, whatever the reference's time (see `_batch_sizes`)
 ZERO_MEAN_CALLS = 2          # calls on zero-mean inputs, placed like the other variants (the precision contract)
+CLOCK_FACTOR_LIMITS = (0.67, 1.5)  # a reference clock pair whose ratio is outside these is not used (nor cached)
 MIN_CALLS = 16               # the fewest ordinary calls of any run (every one checked)
 
 
@@ -693,7 +694,9 @@ class Evaluation:
         judge's process (graph replays between CUDA events), the candidate across two processes; the reference's
         own code submitted as the solution came out 0-14% slower than its baseline (19 us row sum, 2.7 ms GEMM,
         8 ms LayerNorm; H200, 2026-12-04), so every candidate's speedup was understated by about as much, which
-        costs honest kernels reward tiers at the 5% thresholds."""
+        costs honest kernels reward tiers at the 5% thresholds. A pair whose ratio is outside `CLOCK_FACTOR_LIMITS`
+        (0.99-1.16 measured) is taken for a hiccup in one of the two and neither used nor cached: it would scale
+        every speedup of the task from then on."""
         from cuda_agent.evaluator.baselines import BaselineTimes
 
         kind = "graph" if self.graph_clock else "batched"
@@ -701,8 +704,12 @@ class Evaluation:
         def measure_now() -> Any:  # "eager": on the judge's clock; "compile": in-process, at the same time
             judged = self._time_reference_as_candidate(kind)
             sets = [reference.make_inputs(module, self.seed(), self.device) for _ in range(self.batch)]
-            return BaselineTimes(eager=judged, compile=measure.time_reference_again(ref_model, sets, self.config,
-                                                                                    kind), key="")
+            in_process = measure.time_reference_again(ref_model, sets, self.config, kind)
+            low, high = CLOCK_FACTOR_LIMITS
+            if not low <= judged.median_ms / in_process.median_ms <= high:  # raised: nothing is cached
+                raise RuntimeError(f"{judged.median_ms:.4g} ms on the judge's clock against {in_process.median_ms:.4g}"
+                                   f" ms in the judge's process, a ratio outside [{low}, {high}]: not used")
+            return BaselineTimes(eager=judged, compile=in_process, key="")
 
         try:
             times, hit = measure.reference_clock_for(self.task.code_hash, self.config, self.device, self.batch, kind,
