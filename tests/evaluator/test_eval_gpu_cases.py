@@ -42,6 +42,9 @@ def test_gpu_case(case: Case, warm_worker, tmp_path: Path) -> None:
         assert result.candidate is not None and result.candidate.median_ms > 0
         assert result.speedup_eager is not None and result.reward in (1, 2, 3)
         assert "kernel_tap" in result.checks_run
+        # the baselines on the judge's clock: the reference timed as a candidate, within the plausible ratio
+        clock = result.extra["judge_clock"]
+        assert "reference_judge_ms" in clock and 0.67 <= clock["clock_factor"] <= 1.5, (clock, result.notes)
     elif case.expect in FAILURE_STAGES:
         assert result.stage in (case.expect, "crashed"), (result.stage, result.reason, result.log[-2000:])
         if case.name == "illegal_address":

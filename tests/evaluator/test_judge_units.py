@@ -357,14 +357,17 @@ def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path
     """The judge's clock for the baselines (`Evaluation._reference_on_judge_clock`): the task's own Model, submitted
     as the solution, is evaluated as a candidate (its own sandboxed process, the requests and clock of every
     candidate) and timed there; the ratio of that time to the reference's in-process time, measured together,
-    scales both baselines, and only for a candidate timed on the same clock. Real sandbox and runner, on the CPU
-    (host-launched requests there; the judge uses it on a GPU)."""
+    scales both baselines, and only for a candidate timed on the same clock; an implausible ratio is neither used
+    nor cached, and too little time left skips it. Real sandbox and runner, on the CPU (host-launched requests
+    there; the judge uses it on a GPU)."""
     import time
 
     from cuda_agent.evaluator import EvalConfig
     from cuda_agent.evaluator.judge.pipeline import Evaluation
     from cuda_agent.evaluator.stats import TimingStats
     from evalcases import resolve_task
+
+    from dataclasses import replace
 
     from cuda_agent.evaluator.judge import pipeline, reference
 
@@ -382,19 +385,24 @@ def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path
     limits = pipeline.CLOCK_FACTOR_LIMITS
     pipeline.CLOCK_FACTOR_LIMITS = (100.0, 200.0)
     try:
-        outer._reference_on_judge_clock(ref_model, module)
+        outer._reference_on_judge_clock(ref_model, module, "batched")
     finally:
         pipeline.CLOCK_FACTOR_LIMITS = limits
     assert outer.reference_clock is None and "not used" in outer.state.notes[-1]
     assert not list(cache.rglob("*.json"))
-    outer._reference_on_judge_clock(ref_model, module)
+    outer._reference_on_judge_clock(ref_model, module, "batched")
     judged, in_process = outer.reference_clock
     assert outer.reference_clock_kind == "batched" and judged.median_ms > 0 and in_process.median_ms > 0
     assert len(list(cache.rglob("*.json"))) == 1 and outer.baselines_measured
     again = Evaluation(task, tmp_path / "unused.py", config, time.monotonic() + 120)
     again.batch = 4
-    again._reference_on_judge_clock(ref_model, module)  # from the cache: no second evaluation of the reference
+    again._reference_on_judge_clock(ref_model, module, "batched")  # from the cache: no second evaluation of the reference
     assert again.reference_clock[0] == judged and not again.baselines_measured
+    late = Evaluation(task, tmp_path / "unused.py", replace(config, baseline_cache_dir=str(tmp_path / "other")),
+                      time.monotonic() + 8)  # too little time left to evaluate the reference as well
+    late.batch = 4
+    late._reference_on_judge_clock(ref_model, module, "batched")
+    assert late.reference_clock is None and "too few" in late.state.notes[-1]
 
     def timing(ms: float) -> TimingStats:
         return TimingStats(median_ms=ms, mean_ms=ms, std_ms=0.0, min_ms=ms, max_ms=ms, cv=0.0, n=5)

@@ -47,6 +47,8 @@ MAX_TIMED_REQUESTS = 30
 CHECK_COST_FACTOR = 3.0      # a request with its checks costs about this many times its calls' reference time
 CPU_BATCH = 4                # K on a CPU, whatever the reference's time (see `_batch_sizes`)
 ZERO_MEAN_CALLS = 2          # calls on zero-mean inputs, placed like the other variants (the precision contract)
+REFERENCE_CLOCK_MARGIN_S = 5.0   # the reference's own evaluation ends this long before the evaluation's deadline
+REFERENCE_CLOCK_MIN_S = 10.0     # and is not started with less time than this before its own end
 CLOCK_FACTOR_LIMITS = (0.67, 1.5)  # a reference clock pair whose ratio is outside these is not used (nor cached)
 MIN_CALLS = 16               # the fewest ordinary calls of any run (every one checked)
 
@@ -299,10 +301,6 @@ class Evaluation:
                 except Exception as exc:  # noqa: BLE001 - the host-launched baselines above still stand
                     self._graph_off(f"the reference is not timed on CUDA-graph replays ({type(exc).__name__}: "
                                     f"{str(exc)[:300]})")
-            if self.cuda and config.reference_on_judge_clock:
-                clock.start("reference_clock")
-                _release_device_memory()
-                self._reference_on_judge_clock(ref_model, module)
 
         _release_device_memory()  # what the baselines left reserved in this process, for the candidate and the stash
         clock.start("candidate_process")
@@ -685,12 +683,14 @@ class Evaluation:
             raise timing.GraphCaptureError(f"torch.compile's baseline: {times.compile_error[:300]}")
         return times
 
-    def _reference_on_judge_clock(self, ref_model: torch.nn.Module, module: Any) -> None:
-        """The reference's own per-call time on the judge's clock, and in the judge's process right after it
-        (``self.reference_clock``: the pair, whose ratio scales the baselines, `_clock_factor`): the task's ``Model``
-        submitted as the solution and evaluated as a candidate is (its own sandboxed process, the same K, requests,
-        null subtraction and clock), before any candidate code loads; cached beside the baselines. Where it cannot
-        be had, the in-process baselines stand and a note says why. Rationale: the baselines are timed in the
+    def _reference_on_judge_clock(self, ref_model: torch.nn.Module, module: Any, kind: str) -> None:
+        """The reference's own per-call time on the judge's clock ``kind`` ("graph" or "batched": the candidate's),
+        and in the judge's process right after it (``self.reference_clock``: the pair, whose ratio scales the
+        baselines, `_clock_factor`): the task's ``Model`` submitted as the solution and evaluated as a candidate is
+        (its own sandboxed process, the same K, requests, null subtraction and clock); cached beside the baselines.
+        Asked only for a candidate that is correct and timed, after its process has ended (as the drift check
+        times eager PyTorch again), so a wrong or refused candidate never pays for it. Where it cannot be had, the
+        in-process baselines stand and a note says why. Rationale: the baselines are timed in the
         judge's process (graph replays between CUDA events), the candidate across two processes; the reference's
         own code submitted as the solution came out 0-14% slower than its baseline (19 us row sum, 2.7 ms GEMM,
         8 ms LayerNorm; H200, 2026-12-04), so every candidate's speedup was understated by about as much, which
@@ -698,8 +698,6 @@ class Evaluation:
         (0.99-1.16 measured) is taken for a hiccup in one of the two and neither used nor cached: it would scale
         every speedup of the task from then on."""
         from cuda_agent.evaluator.baselines import BaselineTimes
-
-        kind = "graph" if self.graph_clock else "batched"
 
         def measure_now() -> Any:  # "eager": on the judge's clock; "compile": in-process, at the same time
             judged = self._time_reference_as_candidate(kind)
@@ -725,6 +723,10 @@ class Evaluation:
         """The reference evaluated as a candidate (relaxed mode: its forward is PyTorch; no variants, no precision
         probe: only its time is wanted), at this evaluation's K; its per-call `TimingStats` on the judge's clock.
         Raises RuntimeError where that evaluation did not end timed on ``kind``."""
+        deadline = self.deadline - REFERENCE_CLOCK_MARGIN_S  # the evaluation's own end must still come in time
+        if deadline - time.monotonic() < REFERENCE_CLOCK_MIN_S:
+            raise RuntimeError(f"{max(0.0, self.deadline - time.monotonic()):.0f} s of the evaluation were left, too "
+                               "few to evaluate the reference as well (it is measured at the next evaluation)")
         folder = Path(tempfile.mkdtemp(prefix="cuda-agent-refclock-"))
         try:
             solution = folder / "model_new.py"
@@ -732,7 +734,7 @@ class Evaluation:
                                 f"\n    pass\n")
             config = replace(self.config, mode="relaxed", variants=False, precision_probe=False,
                              kernel_breakdown=False, baseline_drift_limit=0.0)
-            nested = Evaluation(self.task, solution, config, self.deadline, timing_reference=True,
+            nested = Evaluation(self.task, solution, config, deadline, timing_reference=True,
                                 fixed_batch=self.batch)
             result = nested.run()
         finally:
@@ -790,6 +792,10 @@ class Evaluation:
                        for b in sets[:self.batch]]
         if baselines is not None:
             baselines, drift, paired = self._drift(baselines, ref_model, module, timing_sets, clock_name)
+            if self.cuda and config.reference_on_judge_clock and not state.violations:
+                self.clock.start("reference_clock")
+                self._reference_on_judge_clock(ref_model, module, "graph" if clock_name == "graph" else "batched")
+                self.clock.start("profile")
             factor = self._clock_factor(clock_name, extra["judge_clock"])
             fields.update(eager=baselines.eager, compile=baselines.compile, eager_paired=paired,
                           baseline_drift=drift)
