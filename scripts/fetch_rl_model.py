@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -141,6 +142,11 @@ def main() -> int:
     args = parser.parse_args()
     if not 1 <= args.piece_mib <= 63:
         parser.error("--piece-mib must be between 1 and 63")
+    if args.pieces and importlib.util.find_spec("gguf") is None and \
+            not (model_cache(args.cache) / (FILE_NAME + ".tokenizer")).is_dir():
+        parser.error(f"--pieces converts the GGUF's tokenizer with transformers, which needs the gguf package: "
+                     f"{sys.executable} -m pip install gguf=={args.gguf_version} (neither .venv nor .venv-rl "
+                     "installs it: only this step and the device's RL run need it, and the run gets it in extra.tgz)")
     out = model_cache(args.cache)
     out.mkdir(parents=True, exist_ok=True)
     gguf = out / FILE_NAME
