@@ -828,8 +828,11 @@ class Evaluation:
         """How much slower the reference ran on the judge's clock than in the judge's process, both measured at
         the same time (`_reference_on_judge_clock`): the factor both baselines are scaled by, so that the candidate
         and eager PyTorch are timed alike (eager exactly; torch.compile's kernels are not run on the judge's clock,
-        its in-process time is scaled by the same factor). 1.0 where there is no such pair, or it was taken on
-        another clock than the candidate's; what was used goes into ``report``."""
+        its in-process time is scaled by the same factor). The low end of the two medians' confidence intervals
+        (judge's low over in-process high), not the ratio of medians: the pair is measured once and cached, so its
+        noise would otherwise stay in every speedup of the task, and one measured a few percent high would lift the
+        reference's own code, submitted as the solution, toward the 5% threshold of reward 2. 1.0 where there is no
+        such pair, or it was taken on another clock than the candidate's; what was used goes into ``report``."""
         kind = "graph" if clock_name == "graph" else "batched"
         if self.reference_clock is None or self.reference_clock_kind != kind:
             report["clock_factor"] = 1.0
@@ -838,8 +841,10 @@ class Evaluation:
         if not (judged.median_ms > 0 and in_process.median_ms > 0):
             report["clock_factor"] = 1.0
             return 1.0
-        factor = judged.median_ms / in_process.median_ms
-        report.update(clock_factor=factor, reference_judge_ms=judged.median_ms,
+        point = judged.median_ms / in_process.median_ms
+        low, high = judged.ci_low_ms or judged.median_ms, in_process.ci_high_ms or in_process.median_ms
+        factor = min(point, low / high) if low > 0 and high > 0 else point
+        report.update(clock_factor=factor, clock_factor_point=point, reference_judge_ms=judged.median_ms,
                       reference_in_process_ms=in_process.median_ms,
                       **({"reference_clock_phases": self.reference_clock_phases} if self.reference_clock_phases else {}))
         return factor
