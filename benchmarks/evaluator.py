@@ -104,7 +104,8 @@ def describe(result: EvalResult, wall_s: float) -> str:
             f"{result.eager.median_ms if result.eager else None} s_e {result.speedup_eager} "
             f"K {clock.get('batch')} {clock.get('clock')} clock factor {clock.get('clock_factor')} "
             f"reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}"
-            f" judge work {json.dumps(result.extra.get('judge_work_seconds') or {})}")
+            f" judge work {json.dumps(result.extra.get('judge_work_seconds') or {})}"
+            f" calibration {json.dumps(result.extra.get('calibration_seconds') or {})}")
 
 
 def where_time_went(result: EvalResult) -> dict[str, float | None]:
@@ -185,6 +186,7 @@ class Run:
                           "batch": (result.extra.get("run") or {}).get("batch"),
                           "seconds": where_time_went(result),
                           "judge_work_seconds": result.extra.get("judge_work_seconds"),
+                          "calibration_seconds": result.extra.get("calibration_seconds"),
                           "device_memory_after": device_memory() if entry.gpu else None})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         memory = self.rows[-1]["device_memory_after"]

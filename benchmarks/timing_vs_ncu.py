@@ -239,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "floor_ms": (result.extra.get("run") or {}).get("floor_ms"),
                                    "phase_seconds": result.extra.get("phase_seconds"),
                                    "judge_work_seconds": result.extra.get("judge_work_seconds"),
+                                   "calibration_seconds": result.extra.get("calibration_seconds"),
                                    "judge_ms": result.candidate.median_ms if result.candidate else None,
                                    "reported_ms": clock.get("reported_per_call_ms"),
                                    "judge_clock": {k: clock.get(k) for k in (

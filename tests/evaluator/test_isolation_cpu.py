@@ -208,7 +208,7 @@ def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None
     """`extra["caller_seconds"]`: the caller's staging, the judge's fork answering, the result read and the whole
     wall time, in order, with the judge's own run (`total_seconds`) inside them: what benchmarks read to find the
     seconds an evaluation spends outside the judge's named phases; and `extra["judge_work_seconds"]`, the judge's
-    own work in the calls phase by kind."""
+    own work in the calls phase by kind, and `extra["calibration_seconds"]`, the calibration phase by part."""
     case = next(c for c in cpu_cases() if c.name == "honest_tiny_mean")
     start = time.time()
     result = evaluate(case.load_task(), case.solution,
@@ -224,6 +224,11 @@ def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None
     assert {"load_inputs", "request", "reference", "compare", "checks"} <= set(work), work
     assert all(v >= 0 for v in work.values())
     assert sum(work.values()) <= result.extra["phase_seconds"]["calls"] + 0.01
+    # the calibration phase by part (no null requests: not timed)
+    parts = result.extra["calibration_seconds"]
+    assert {"sets", "precision", "reserve"} <= set(parts) and "null_host" not in parts, parts
+    assert all(v >= 0 for v in parts.values())
+    assert sum(parts.values()) <= result.extra["phase_seconds"]["calibration"] + 0.01
 
 
 SLOW_REFERENCE = '''import time

@@ -164,6 +164,7 @@ class Evaluation:
         self.sol_error = ""
         self.adopted = False  # the candidate process is a spare started before this evaluation
         self.baselines_measured = False  # this evaluation measured the task's baselines (none were cached)
+        self.calibration_seconds: dict[str, float] = {}  # the calibration phase by part (diagnostics)
 
     @property
     def graph_batch(self) -> int:
@@ -316,20 +317,28 @@ class Evaluation:
                 # Rationale: on the graph clock every timed request is a replay at K0; K grows past K0 only for
                 # host-launched requests, which then serve just a forward whose capture failed (it is timed at K0).
                 # The sets and null requests of every larger K (up to 256 sets, each run through the reference and
-                # shared with the candidate) were most of the calibration phase's median 1.3 s (H200, 2026-12-04).
+                # shared with the candidate) were predicted to be most of the calibration phase's median 1.3 s
+                # (H200, 2026-12-04); K 256 cases still took 3.3 s after (`extra["calibration_seconds"]` splits it).
                 self.max_batch = self.batch
+            parts = self.calibration_seconds
+            lap = _perf()
             sets = [session.buffers_for(probe_inputs) for _ in range(self.max_batch)]
+            parts["sets"], lap = _perf() - lap, _perf()
             session.calibrate_precision([probe_inputs, reference.make_inputs(module, self.seed(), self.device)])
+            parts["precision"], lap = _perf() - lap, _perf()
             if config.profile:
                 size = self.batch
                 fresh = lambda: reference.make_inputs(module, self.seed(), self.device)  # noqa: E731
                 while size <= self.max_batch:  # every K the run may use, before any candidate code loads
                     session.calibrate(sets[:size], fresh, NULL_REQUESTS)
+                    parts["null_host"], lap = parts.get("null_host", 0.0) + _perf() - lap, _perf()
                     if self.graph_clock and size == self.graph_batch and \
                             not session.calibrate(sets[:size], fresh, NULL_REQUESTS, graph=True):
                         self._graph_off("the null model's requests could not be captured in a CUDA graph")
+                    parts["null_graph"], lap = parts.get("null_graph", 0.0) + _perf() - lap, _perf()
                     size *= 2
             session.reserve_request_memory(sets if config.profile else sets[:self.batch])  # a request's sets
+            parts["reserve"] = _perf() - lap
             clock.start("candidate_load")
             before = memory.device_use(self.device)
             self._load(proc, prepared, model_seed, init, {"keys": perturbed_keys} if perturb else False, ref_model)
@@ -636,6 +645,7 @@ class Evaluation:
                     extra={"phase_seconds": dict(self.clock.seconds), "processes": dict(self.processes),
                            "run": dict(self.run_shape),
                            "judge_work_seconds": {k: round(v, 4) for k, v in state.work_seconds.items()},
+                           "calibration_seconds": {k: round(v, 4) for k, v in self.calibration_seconds.items()},
                            **({"precision": dict(state.precision)} if state.precision else {})})
 
     def _verdict_rules(self, prepared: Prepared | None, **fields: Any) -> EvalResult:
