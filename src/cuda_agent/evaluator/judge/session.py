@@ -645,10 +645,10 @@ class Session:
         where it is on the device and every shape and dtype matches); else judged at once under the precision
         contract, its verdict kept instead of its tensors, where the device has room for the float64 copies; else a
         copy in host memory (the probe runs after the candidate's process has ended, when its device memory is free
-        again). Rationale: a candidate that hoards device memory
-        must not switch the probe off; on the 6 GiB level-1 tasks (13 GB a call) copies to host memory cost 36 s of
-        a 39 s calls phase (L1/19 at K = 1, H200, 2026-12-04), and counting the allocator's cached memory as free,
-        to keep them on the device instead, left the judge's own float64 reference no room (out of memory)."""
+        again). Rationale: a candidate that hoards device memory must not switch the probe off; on the 6 GiB
+        level-1 tasks (13 GB a call) copies to host memory cost 36 s of a 39 s calls phase (L1/19 at K = 1, H200,
+        2026-12-04), and counting the allocator's cached memory as free, to keep them on the device instead, left
+        the judge's own float64 reference no room (out of memory)."""
         if isinstance(into, tuple) and (not self.cuda or _kept_bytes(into)) and \
                 _same_layout([*inputs, *outputs], [*into[0], *into[1]]):
             with torch.no_grad():
