@@ -314,3 +314,22 @@ def test_margins_report_the_share_of_the_bound_and_the_strongest_signature() -> 
     assert low["signature_format"].startswith("tf32") and low["signature_corr"] >= CONTRACT.min_corr
     assert fair["signature_corr"] < CONTRACT.min_corr and fair["probe_outputs"] == low["probe_outputs"] == 1
     assert margins(judge_precision(model, [], [], CPU)) == {}
+
+
+@pytest.mark.parametrize("kind", ["fp32 rounding", "bf16 operands", "far off", "zeros"])
+def test_rel_error_of_two_float32_tensors_matches_the_float64_computation(kind: str) -> None:
+    """`rel_error` of two float32 tensors (the judge's check of every call against the fp32 reference) takes a
+    float32 path (the difference in float32, squares summed in float64): it gives what widening both to float64
+    gives, to 1e-6 of the error, from an fp32 reordering's error to a wrong result, across chunk boundaries."""
+    from cuda_agent.evaluator.judge import precision
+
+    gen = torch.Generator().manual_seed(11)
+    ref = torch.randn(3 * precision._CHUNK // 2 + 7, generator=gen)
+    cand = {"fp32 rounding": (ref.double() * (1 + 1e-7 * torch.randn(ref.shape, generator=gen).double())).float(),
+            "bf16 operands": ref.bfloat16().float(),
+            "far off": ref + torch.randn(ref.shape, generator=gen),
+            "zeros": torch.zeros_like(ref)}[kind]
+    fast = precision.rel_error(cand, ref)
+    slow = precision.rel_error(cand, ref.double())  # the float64 path
+    assert fast > 0 and fast == pytest.approx(slow, rel=1e-6)
+    assert precision.rel_error(ref, ref) == 0.0
