@@ -737,6 +737,9 @@ class Evaluation:
         if deadline - time.monotonic() < REFERENCE_CLOCK_MIN_S:
             raise RuntimeError(f"{max(0.0, self.deadline - time.monotonic()):.0f} s of the evaluation were left, too "
                                "few to evaluate the reference as well (it is measured at the next evaluation)")
+        # what this evaluation left reserved in the judge's allocator, given back for the reference's own process
+        # (its outputs and graph pool: 6.4 GB a call on L1/19), as before a candidate's
+        _release_device_memory()
         folder = Path(tempfile.mkdtemp(prefix="cuda-agent-refclock-"))
         try:
             solution = folder / "model_new.py"
