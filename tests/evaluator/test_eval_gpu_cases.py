@@ -45,6 +45,8 @@ def test_gpu_case(case: Case, warm_worker, tmp_path: Path) -> None:
         # the baselines on the judge's clock: the reference timed as a candidate, within the plausible ratio
         clock = result.extra["judge_clock"]
         assert "reference_judge_ms" in clock and 0.67 <= clock["clock_factor"] <= 1.5, (clock, result.notes)
+        # the reported baselines are the ones the speedup used (scaled to the judge's clock, and by the drift)
+        assert result.speedup_eager == pytest.approx(result.baseline_ms("eager") / result.candidate.median_ms)
     elif case.expect in FAILURE_STAGES:
         assert result.stage in (case.expect, "crashed"), (result.stage, result.reason, result.log[-2000:])
         if case.name == "illegal_address":

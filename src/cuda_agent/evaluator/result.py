@@ -43,7 +43,9 @@ class EvalResult:
     ``stage`` is where it ended (see STAGES); ``reason`` says why in a sentence the agent can act on. Times are the
     profile's (None when not timed); speedups are baseline median / candidate median, with ``*_low``/``*_high`` the
     range the medians' confidence intervals allow. ``eager`` and ``compile`` are the cached baselines as measured
-    before the candidate loaded; ``eager_paired`` is eager PyTorch timed again on the candidate's own timing inputs,
+    before the candidate loaded; ``eager_paired`` is eager PyTorch timed again on the candidate's own timing inputs;
+    on a GPU all three are scaled to the judge's clock by ``extra["judge_clock"]["clock_factor"]`` (the reference
+    timed as a candidate against the same in the judge's process; the in-process times are in ``extra`` too),
     and ``baseline_drift`` the factor (eager_paired / eager, capped by the config's ``baseline_drift_limit``) that
     both baselines were multiplied by for the speedups and the continuous reward. ``sol_fraction`` is the speed-of-light floor divided by the
     candidate's time (1.0 = at the hardware floor). ``reward`` is the paper's -1/1/2/3, ``continuous_reward``

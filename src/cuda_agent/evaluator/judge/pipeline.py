@@ -810,10 +810,14 @@ class Evaluation:
                 self._reference_on_judge_clock(ref_model, module, "graph" if clock_name == "graph" else "batched")
                 self.clock.start("profile")
             factor = self._clock_factor(clock_name, extra["judge_clock"])
+            if factor != 1.0:  # every baseline reported on the judge's clock (the in-process times: extra)
+                baselines = replace(baselines, eager=baselines.eager.scaled(factor),
+                                    compile=baselines.compile.scaled(factor))
+                paired = paired.scaled(factor) if paired is not None else None
             fields.update(eager=baselines.eager, compile=baselines.compile, eager_paired=paired,
                           baseline_drift=drift)
-            s_e, lo_e, hi_e = speedup_with_spread(baselines.eager.scaled(drift * factor), stats)
-            s_c, lo_c, hi_c = speedup_with_spread(baselines.compile.scaled(drift * factor), stats)
+            s_e, lo_e, hi_e = speedup_with_spread(baselines.eager.scaled(drift), stats)
+            s_c, lo_c, hi_c = speedup_with_spread(baselines.compile.scaled(drift), stats)
             fields.update(speedup_eager=s_e, speedup_eager_low=lo_e, speedup_eager_high=hi_e, speedup_compile=s_c,
                           speedup_compile_low=lo_c, speedup_compile_high=hi_c)
             if baselines.compile_error:
