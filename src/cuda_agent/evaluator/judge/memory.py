@@ -42,6 +42,12 @@ def device_use(device: torch.device) -> DeviceUse | None:
         return None
 
 
+def allocatable(device: torch.device) -> int:
+    """Bytes this process can still allocate on ``device`` (a GPU): the device's free memory and what its own
+    caching allocator holds unused."""
+    return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
 def candidates_fault(before: DeviceUse | None, now: DeviceUse | None) -> str:
     """Why a judge out of memory is the candidate's fault (`CANDIDATE_SHARE`), or "" where it is not shown to be."""
     if before is None or now is None or before.free <= 0:

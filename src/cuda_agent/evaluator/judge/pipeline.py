@@ -130,14 +130,12 @@ def _release_device_memory() -> None:
 
 class Evaluation:
     def __init__(self, task: Task, solution: Path, config: EvalConfig, deadline: float, *,
-                 staged: dict[str, Any] | None = None, timing_reference: bool = False,
-                 fixed_batch: int | None = None) -> None:
+                 staged: dict[str, Any] | None = None, reference_at_batch: int | None = None) -> None:
         self.task = task
-        # the task's reference timed as a candidate (`_reference_on_judge_clock`): no baselines of its own, K given
-        self.timing_reference = timing_reference
-        self.fixed_batch = fixed_batch
-        self.reference_clock: Any = None  # the reference's per-call time on the judge's clock, and on which clock
-        self.reference_clock_kind = ""
+        # the task's reference timed as a candidate at the outer evaluation's K (`_reference_on_judge_clock`): no
+        # baselines of its own
+        self.reference_at_batch = reference_at_batch
+        self.reference_clock: Any = None  # the reference on the judge's clock and in-process (`_clock_factor`)
         self.reference_clock_phases: dict[str, float] = {}  # where the reference's own evaluation spent its time
         self.staged = staged  # the solution as the trusted caller checked and built it (`evaluator.trusted.stage`)
         self.solution = solution
@@ -258,8 +256,8 @@ class Evaluation:
             state.notes.append(self.zero_mean_plan.note)
         per_set = measure.set_bytes(probe_inputs, [v for _, v in compare.flatten(probe_out)])
         del probe_out
-        if self.fixed_batch is not None:  # the outer evaluation's K0 (no speed-of-light estimate made again)
-            self.batch = self.max_batch = self.fixed_batch
+        if self.reference_at_batch is not None:  # the outer evaluation's K0 (no speed-of-light estimate again)
+            self.batch = self.max_batch = self.reference_at_batch
             self.reference_ms = measure.reference_ms(ref_model, probe_inputs, self.device)
             self.sol_error = "not estimated: the reference timed as a candidate, at the evaluation's K0"
         else:
@@ -291,7 +289,7 @@ class Evaluation:
             state.notes.append(f"hint ({hit.rule}): model source {hit.detail}")
 
         baselines = None
-        if config.profile and not self.timing_reference:
+        if config.profile and self.reference_at_batch is None:
             clock.start("baselines")
             baselines, hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, config,
                                                            self.device, [self.seed() for _ in range(3)], self.batch)
@@ -727,7 +725,7 @@ class Evaluation:
                                     f"times are used: {type(exc).__name__}: {exc}"[:500])
             return
         self.baselines_measured = self.baselines_measured or not hit
-        self.reference_clock, self.reference_clock_kind = (times.eager, times.compile), kind
+        self.reference_clock = (times.eager, times.compile)
 
     def _time_reference_as_candidate(self, kind: str) -> Any:
         """The reference evaluated as a candidate (relaxed mode: its forward is PyTorch; no variants, no precision
@@ -747,8 +745,7 @@ class Evaluation:
                                 f"\n    pass\n")
             config = replace(self.config, mode="relaxed", variants=False, precision_probe=False,
                              kernel_breakdown=False, baseline_drift_limit=0.0)
-            nested = Evaluation(self.task, solution, config, deadline, timing_reference=True,
-                                fixed_batch=self.batch)
+            nested = Evaluation(self.task, solution, config, deadline, reference_at_batch=self.batch)
             result = nested.run()
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -807,9 +804,9 @@ class Evaluation:
             baselines, drift, paired = self._drift(baselines, ref_model, module, timing_sets, clock_name)
             if self.cuda and config.reference_on_judge_clock and not state.violations:
                 self.clock.start("reference_clock")
-                self._reference_on_judge_clock(ref_model, module, "graph" if clock_name == "graph" else "batched")
+                self._reference_on_judge_clock(ref_model, module, clock_name)
                 self.clock.start("profile")
-            factor = self._clock_factor(clock_name, extra["judge_clock"])
+            factor = self._clock_factor(extra["judge_clock"])
             if factor != 1.0:  # every baseline reported on the judge's clock (the in-process times: extra)
                 baselines = replace(baselines, eager=baselines.eager.scaled(factor),
                                     compile=baselines.compile.scaled(factor))
@@ -841,7 +838,7 @@ class Evaluation:
         common["notes"] = tuple(state.notes)
         return self._with_reward(EvalResult(task_id=self.task.id, stage="timed", correct=True, **fields, **common))
 
-    def _clock_factor(self, clock_name: str, report: dict[str, Any]) -> float:
+    def _clock_factor(self, report: dict[str, Any]) -> float:
         """How much slower the reference ran on the judge's clock than in the judge's process, both measured at
         the same time (`_reference_on_judge_clock`): the factor both baselines are scaled by, so that the candidate
         and eager PyTorch are timed alike (eager exactly; torch.compile's kernels are not run on the judge's clock,
@@ -849,13 +846,9 @@ class Evaluation:
         (judge's low over in-process high), not the ratio of medians: the pair is measured once and cached, so its
         noise would otherwise stay in every speedup of the task, and one measured a few percent high would lift the
         reference's own code, submitted as the solution, toward the 5% threshold of reward 2. 1.0 where there is no
-        such pair, or it was taken on another clock than the candidate's; what was used goes into ``report``."""
-        kind = "graph" if clock_name == "graph" else "batched"
-        if self.reference_clock is None or self.reference_clock_kind != kind:
-            report["clock_factor"] = 1.0
-            return 1.0
-        judged, in_process = self.reference_clock
-        if not (judged.median_ms > 0 and in_process.median_ms > 0):
+        such pair (it is measured on the candidate's own clock); what was used goes into ``report``."""
+        judged, in_process = self.reference_clock or (None, None)
+        if judged is None or not (judged.median_ms > 0 and in_process.median_ms > 0):
             report["clock_factor"] = 1.0
             return 1.0
         point = judged.median_ms / in_process.median_ms

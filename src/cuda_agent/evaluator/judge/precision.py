@@ -184,6 +184,7 @@ class PrecisionVerdict:
 
 
 Call = tuple[Sequence[Any], Sequence[torch.Tensor]]
+NOTHING_KEPT = PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
 
 
 # -- lower formats ----------------------------------------------------------------------------------------------------
@@ -319,7 +320,7 @@ def judge_precision(ref_model: torch.nn.Module, kept: Sequence[Call], zero_mean:
     if labels:
         calls = [(labels[i] if i < len(labels) else name, c, kind) for i, (name, c, kind) in enumerate(calls)]
     if not calls:
-        return PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
+        return NOTHING_KEPT
     notes: list[str] = []
     if depth is None:
         first = [x.to(device) if isinstance(x, torch.Tensor) else x for x in calls[0][1][0]]
@@ -416,7 +417,7 @@ def _with_signatures(ref_model: torch.nn.Module, inputs: Sequence[Any], outputs:
 def merge_verdicts(verdicts: Sequence[PrecisionVerdict]) -> PrecisionVerdict:
     """One verdict for calls judged apart (some at once during the run, the rest after it)."""
     if not verdicts:
-        return PrecisionVerdict(True, False, notes=("precision not checked: no call was kept",))
+        return NOTHING_KEPT
     return PrecisionVerdict(ok=all(v.ok for v in verdicts), checked=any(v.checked for v in verdicts),
                             violations=tuple(x for v in verdicts for x in v.violations),
                             notes=tuple(dict.fromkeys(n for v in verdicts for n in v.notes)),

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 
 from cuda_agent.evaluator.config import EvalConfig
-from cuda_agent.evaluator.judge import compare, precision, reference
+from cuda_agent.evaluator.judge import compare, memory, precision, reference
 from cuda_agent.evaluator.judge.buffers import BufferSet, region_ids
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess
 from cuda_agent.evaluator.judge.depth import Depth, accumulation_depth
@@ -658,18 +658,18 @@ class Session:
                     dst.copy_(src)
             return kept_inputs, into[1]
         if not self.cuda:
-            return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs], [o.clone() for o in outputs]
+            return _copied(inputs, outputs, torch.Tensor.clone)
         need = sum(x.numel() * x.element_size() for x in [*inputs, *outputs] if isinstance(x, torch.Tensor))
-        free = _device_memory_free(self.device)
+        free = memory.allocatable(self.device)
         held = sum(_kept_bytes(k) for k in [*self.stash, *self.zero_mean_kept] if k is not into)
         if 3 * need < free and held + need <= self.config.probe_stash_share * \
                 torch.cuda.get_device_properties(self.device).total_memory:
-            return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs], [o.clone() for o in outputs]
+            return _copied(inputs, outputs, torch.Tensor.clone)
         if INLINE_PROBE_ROOM * need < free:
             pair = (inputs, outputs)
             return precision.judge_precision(self.ref_model, [] if zero_mean else [pair], [pair] if zero_mean else [],
                                              self.device, depth=self.depth, labels=[label or "kept call"])
-        return [x.to("cpu") if isinstance(x, torch.Tensor) else x for x in inputs], [o.to("cpu") for o in outputs]
+        return _copied(inputs, outputs, lambda t: t.to("cpu"))
 
     def _reservoir(self, inputs: list[Any], outputs: list[Any], label: str = "") -> None:
         """Reservoir sampling (algorithm R) over every keepable call of the run: after n such calls each of them is
@@ -810,10 +810,9 @@ class Session:
         self._flush_buf = None
 
 
-def _device_memory_free(device: torch.device) -> int:
-    """Bytes this process can still allocate on ``device``: the device's free memory and what its own caching
-    allocator holds unused."""
-    return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+def _copied(inputs: list[Any], outputs: list[Any], place: Callable[[torch.Tensor], torch.Tensor]) -> Kept:
+    """A kept call: ``place`` applied to its tensors (the inputs' other values as they are)."""
+    return [place(x) if isinstance(x, torch.Tensor) else x for x in inputs], [place(o) for o in outputs]
 
 
 def _kept_bytes(kept: Any) -> int:
