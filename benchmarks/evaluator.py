@@ -142,6 +142,15 @@ def spread(values: list[float]) -> tuple[float, float]:
     return mean, cv
 
 
+DEFAULT_CASE_LIMIT_S = 300.0  # one evaluation's limit where the run's budget leaves more
+
+
+def ran_out_of_time(result: EvalResult) -> bool:
+    """The evaluation ended at its time limit: a timeout, or the judge's eval_error for a timeout after it measured
+    the task's baselines (`judge.pipeline`: "... then the time ran out ...; evaluate again")."""
+    return result.stage == "timeout" or (result.stage == "eval_error" and "then the time ran out" in result.reason)
+
+
 class Run:
     """Evaluates entries and keeps the run's facts."""
 
@@ -161,7 +170,7 @@ class Run:
         return self.deadline - time.perf_counter()
 
     def evaluate(self, entry: Entry, worker: WarmWorker | None = None, **overrides: Any) -> EvalResult:
-        timeout = min(300.0, max(20.0, self.left() - 15))  # a hang ends before the run's budget does
+        timeout = min(DEFAULT_CASE_LIMIT_S, max(20.0, self.left() - 15))  # a hang ends before the budget does
         config = EvalConfig(**{"mode": entry.mode, "timeout_s": timeout,
                                "profile": entry.honest or entry.needs_timing,
                                **({} if entry.gpu else {"device": "cpu"}), **overrides})
@@ -171,6 +180,14 @@ class Run:
                           env=self.secrets.env)
         wall = time.perf_counter() - start
         self._facts(result)
+        if ran_out_of_time(result) and timeout < DEFAULT_CASE_LIMIT_S:
+            # the run's budget set this limit, not the case: a verdict of the benchmark's clock, not the judge's
+            # (L1/19's third repeat got 20 s of the 40 s left and was counted a flip, 2026-12-04)
+            self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native, "ok": None,
+                              "stage": "not run (budget)", "reason": f"cut at {timeout:.0f} s by the run's budget",
+                              "repeat": self.repeat, "wall_s": wall})
+            log.info("%-5s %-48s cut by the run's budget after %.1f s (not a verdict)", "cut", entry.label, wall)
+            return result
         leaked = self.secrets.leaked(result) or bool(self.secrets.tampered())
         ok = (result.reward >= 1) if entry.honest else (rejected(entry.expect, result) and not leaked)
         self.rows.append({"case": entry.label, "honest": entry.honest, "native": entry.native, "style":
@@ -243,9 +260,7 @@ def prebuild(entries: list[Entry], tmp: Path, jobs: int, budget_s: float) -> dic
     the compilers sandboxed as in every evaluation) before any case is timed: an evaluation then finds its build
     there, and the compilers (a single-file solution's build took 8-54 s on the H200) no longer run between timed
     cases on one GPU. Builds that fail are judged in their evaluation as usual. Returns the count and seconds."""
-    from cuda_agent.evaluator.api import make_job
-    from cuda_agent.evaluator.isolation import stamp
-    from cuda_agent.evaluator.trusted import stage
+    from cuda_agent.evaluator import prebuild as build_one
 
     start = time.perf_counter()
     unique = list({e.label: e for e in entries}.values())
@@ -255,18 +270,11 @@ def prebuild(entries: list[Entry], tmp: Path, jobs: int, budget_s: float) -> dic
         if time.perf_counter() - start > budget_s:
             return False
         config = EvalConfig(mode=entry.mode, **({} if entry.gpu else {"device": "cpu"}))
-        folder = tmp / "prebuild" / str(n)
         try:
-            job = stamp(make_job(entry.load_task(), entry.materialise(folder), config))
-            staged = stage(job, config, folder / "stage")
-        except BaseException as exc:  # noqa: BLE001 - the evaluation meets the same failure (a skip: no data)
-            if isinstance(exc, KeyboardInterrupt):
-                raise
+            return build_one(entry.load_task(), entry.materialise(tmp / "prebuild" / str(n)), config)
+        except Exception as exc:  # noqa: BLE001 - the evaluation meets the same failure (a skip: no data)
             log.info("prebuild %s: %s", entry.label, str(exc)[:300])
             return False
-        finally:
-            shutil.rmtree(folder / "stage", ignore_errors=True)
-        return isinstance(staged, dict)
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         built = sum(pool.map(one, enumerate(unique)))

@@ -6,6 +6,7 @@ in ``tasks/`` (first line: ``# task: NAME  mode: MODE  expect: RULE|correct``); 
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -49,8 +50,11 @@ def solution_case(spec: str) -> Case:
     return Case(folder.name, folder, spec, "strict", "correct")
 
 
+@functools.lru_cache(maxsize=None)
 def resolve_task(spec: str) -> Task:
-    """A task file under cases/tasks (by name) or a KernelBench id like L1/19_ReLU (skips when data is absent)."""
+    """A task file under cases/tasks (by name) or a KernelBench id like L1/19_ReLU (skips when data is absent).
+    Loaded once a process: a local task file is validated in the sandbox when read (8-17 s a time on the H200 for
+    `row_sum`, which the evaluator benchmark counted in every evaluation of its cases)."""
     local = CASES / "tasks" / f"{spec}.py"
     if local.is_file():
         return load_task_file(local)

@@ -3,7 +3,7 @@
     from cuda_agent.evaluator import EvalConfig, evaluate, reward
     result = evaluate(task, "path/to/workspace", EvalConfig(mode="strict"))
 """
-from cuda_agent.evaluator.api import evaluate, evaluate_in_process, make_job
+from cuda_agent.evaluator.api import evaluate, evaluate_in_process, make_job, prebuild
 from cuda_agent.evaluator.config import EvalConfig, TOLERANCE_PRESETS
 from cuda_agent.evaluator.isolation import WarmWorker, run_isolated
 from cuda_agent.evaluator.result import STAGES, EvalResult, continuous, reward
@@ -21,6 +21,7 @@ __all__ = [
     "evaluate",
     "evaluate_in_process",
     "make_job",
+    "prebuild",
     "reward",
     "run_isolated",
 ]

@@ -67,6 +67,22 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def prebuild(task: Task, solution: str | Path, config: EvalConfig) -> bool:
+    """Check and build ``solution`` into the trusted build cache as `evaluate` would (compilers sandboxed), without
+    evaluating it: a later `evaluate` of the same solution finds its build there. Safe to call from several threads
+    at once (each build in a folder of its own). Returns True where it built; False where the solution cannot run
+    (its evaluation will say why) or is missing. Rationale: on one GPU evaluations go one at a time, but builds
+    need only CPU cores; built first, all at once, they no longer queue behind each other (a single-file build
+    took 8-54 s on the H200)."""
+    folder = Path(tempfile.mkdtemp(prefix="cuda-agent-prebuild-"))
+    try:
+        return isinstance(stage(stamp(make_job(task, solution, config)), config, folder), dict)
+    except WorkspaceError:
+        return False
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def evaluate_in_process(task: Task, solution: str | Path, config: EvalConfig | None = None) -> EvalResult:
     """Run the judge in this process (debugging, and measuring what the judge's sandbox costs). The task's code then
     runs in this process, outside any sandbox: only for tasks you trust. The candidate still runs sandboxed."""
