@@ -107,6 +107,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mini-batch", type=int, default=4)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--sandbox", default="auto", help="the agent environment's bash sandbox: auto, bwrap or local")
+    p.add_argument("--task-size", choices=("small", "kernelbench"), default="small",
+                   help="the easy split's inputs: small (a smaller batch_size, 1-17M elements a tensor; "
+                        "cuda_agent.rl.easy_tasks) or KernelBench's own (up to 6.4 GB a tensor)")
+    p.add_argument("--build-jobs", type=int, default=8,
+                   help="replies of a step built at once before their evaluations (one at a time on the GPU)")
     p.add_argument("--train-tasks", help="task spec (folder/file) instead of the easy KernelBench training split")
     p.add_argument("--heldout-tasks", help="task spec instead of the easy KernelBench held-out split")
     p.add_argument("--seed", type=int, default=0)
@@ -131,7 +136,7 @@ def load_tasks(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
             raise SystemExit("--train-tasks and --heldout-tasks go together")
         train, heldout = list(load_spec(args.train_tasks)), list(load_spec(args.heldout_tasks))
     else:
-        train, heldout = load_split()
+        train, heldout = load_split(args.task_size)
     overlap = {t.id for t in train} & {t.id for t in heldout}
     if overlap:
         raise SystemExit(f"tasks in both the training and held-out sets: {sorted(overlap)}")
@@ -163,20 +168,22 @@ def heldout_pass(run: Run, trainee: Any, scorer: Any, tasks: list[Any], label: s
     started = time.monotonic()
     replies = sample_replies(trainee, single_turn_prompts(trainee.tokenizer, tasks), run.args.heldout_max_tokens,
                              run.args.temperature)
-    strict = relaxed = with_solution = 0
-    for task, reply in zip(tasks, replies):
-        text = trainee.tokenizer.decode(reply, skip_special_tokens=True)
+    texts = [trainee.tokenizer.decode(reply, skip_special_tokens=True) for reply in replies]
+    scorer.prebuild(list(zip(tasks, texts)), "relaxed", run.args.build_jobs)
+    strict = relaxed = with_solution = errors = 0
+    for task, text in zip(tasks, texts):
         # strict mode accepts a subset of what relaxed mode accepts: judge relaxed first, strict only what passed
         judged_relaxed = scorer.score(task, text, "relaxed", profile=False)
         judged = scorer.score(task, text, "strict", profile=False) if judged_relaxed.correct else judged_relaxed
         strict += judged.correct
         relaxed += judged_relaxed.correct
         with_solution += judged.evaluated
+        errors += "eval_error" in (judged.stage, judged_relaxed.stage)  # the judge's failure, not the reply's
         run.samples.append({"phase": label, "task": task.id, "strict": judged.stage, "relaxed": judged_relaxed.stage,
                             "reason": judged_relaxed.reason[:300], "text": text})
     n = max(1, len(tasks))
     result = {"strict": strict / n, "relaxed": relaxed / n, "with_solution": with_solution, "tasks": len(tasks),
-              "seconds": round(time.monotonic() - started, 1)}
+              "eval_errors": errors, "seconds": round(time.monotonic() - started, 1)}
     log.info("held-out %s: %s", label, result)
     return result
 
@@ -234,8 +241,12 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
         replies = sample_replies(trainee, [prompts[i] for i in picks], args.warmup_max_tokens, args.temperature)
         clock.generation = time.monotonic() - t0
         episodes, rewards, passed, faster, evaluations = [], [], 0, 0, 0
-        for i, reply in zip(picks, replies):
-            text = trainee.tokenizer.decode(reply, skip_special_tokens=True)
+        texts = [trainee.tokenizer.decode(reply, skip_special_tokens=True) for reply in replies]
+        t0 = time.monotonic()
+        scorer.prebuild([(tasks[i], text) for i, text, reply in zip(picks, texts, replies) if reply], mode,
+                        args.build_jobs)
+        clock.evaluation = time.monotonic() - t0  # the builds are part of evaluating the step's replies
+        for i, reply, text in zip(picks, replies, texts):
             judged = scorer.score(tasks[i], text, mode) if reply else None
             reward = judged.reward if judged else -1.0
             clock.evaluation += judged.seconds if judged else 0.0
@@ -402,6 +413,7 @@ def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str]
         "heldout_pass_relaxed_after": heldout["after"]["relaxed"],
         "heldout_session_pass_before": heldout["before"][warm_mode],
         "evaluations": total_evals, "evaluations_with_heldout": run.all_evaluations, "eval_errors": run.eval_errors,
+        "heldout_eval_errors": heldout["before"].get("eval_errors", 0) + heldout["after"].get("eval_errors", 0),
         "evals_per_gpu_hour": run.all_evaluations / (seconds / 3600.0) if seconds > 0 else 0.0,
         "tokens_generated": sum(r["tokens"] for r in run.rows),
         "seconds_generation": round(sum(r["seconds_generation"] for r in run.rows), 1),

@@ -75,6 +75,8 @@ case "${1:-}" in
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$MODEL_DIR"/wheels/*.whl || exit 1
     mkdir -p /tmp/cuda-agent-bwrap && dpkg -x .carry/bubblewrap_*.deb /tmp/cuda-agent-bwrap
     rm -rf /tmp/kernelbench /tmp/rlcode && cp -r .carry/kernelbench /tmp/kernelbench
+    # baselines of an earlier lease (and of this lease's suite, which shares the cache): no task measured twice
+    mkdir -p /tmp/cuda-agent-cache/baselines && cp -n .carry/baselines/*.json /tmp/cuda-agent-cache/baselines/ 2>/dev/null
     mkdir -p /tmp/rlcode && cp -r src benchmarks /tmp/rlcode/
     resume=()
     if [[ -f .rlmodel/adapters.tgz ]]; then cp .rlmodel/adapters.tgz /tmp/resume-adapters.tgz; resume=(--resume /tmp/resume-adapters.tgz); fi

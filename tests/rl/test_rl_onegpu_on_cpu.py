@@ -113,6 +113,43 @@ def test_judged_scorer_uses_the_real_evaluator(tmp_path: Path) -> None:
     assert scorer.stats.evaluations == 3 and scorer.stats.stages.get("correct") == 1
 
 
+INLINE_RELU_REPLY = (
+    "```python\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+    "_src = '''\n#include <torch/extension.h>\n// MARK\ntorch::Tensor relu_cpu(torch::Tensor x) {\n"
+    "  auto y = x.contiguous(); auto out = torch::empty_like(y);\n"
+    "  auto a = y.data_ptr<float>(); auto o = out.data_ptr<float>();\n"
+    "  for (int64_t i = 0; i < y.numel(); ++i) o[i] = a[i] > 0.f ? a[i] : 0.f;\n  return out;\n}\n'''\n"
+    "_ext = load_inline(name='rl_prebuild_relu', cpp_sources=_src, functions=['relu_cpu'], verbose=False)\n\n"
+    "class ModelNew(nn.Module):\n    def forward(self, x):\n        return _ext.relu_cpu(x)\n```\n")
+
+
+def test_judged_scorer_prebuilds_replies_into_the_build_cache(tmp_path: Path) -> None:
+    """`JudgedScorer.prebuild` builds every reply's solution at once into the trusted build cache (an inline C++
+    extension, so that it runs on a CPU); replies with no solution or a failing build are left to `score`."""
+    import uuid
+
+    from cuda_agent.compiler.builder import default_cache_dir
+    from cuda_agent.rl.onegpu import JudgedScorer
+
+    task = Task(id="user/relu", code=RELU, name="relu")
+    good = INLINE_RELU_REPLY.replace("MARK", uuid.uuid4().hex)  # a source no earlier run has cached
+    broken = good.replace("return out;", "return out")
+    inline_cache = default_cache_dir() / "inline"
+    before = set(inline_cache.rglob("*")) if inline_cache.exists() else set()
+    scorer = JudgedScorer("cpu", timeout_s=240)
+    try:
+        built = scorer.prebuild([(task, good), (task, "no code here"), (task, broken)], "relaxed", jobs=2)
+        added = set(inline_cache.rglob("*")) - before
+        judged = scorer.score(task, good, "relaxed", profile=False)
+        failed = scorer.score(task, broken, "relaxed", profile=False)
+    finally:
+        scorer.close()
+    assert built == 1
+    assert added, "the prebuilt extension is not in the build cache"
+    assert judged.correct and judged.reward == 1.0, judged.reason
+    assert failed.stage == "build_failed" and failed.reward == -1.0
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
                     reason="needs nvcc")

@@ -13,6 +13,7 @@ reloads adapters saved by an earlier run.
 from __future__ import annotations
 
 import json
+import os
 import logging
 import tempfile
 import time
@@ -226,6 +227,37 @@ class JudgedScorer:
 
     def close(self) -> None:
         self.worker.close()
+
+    def prebuild(self, replies: list[tuple[Task, str]], mode: str, jobs: int | None = None) -> int:
+        """Build the solutions of ``replies`` (each a task and a reply's text), ``jobs`` at once (default: half the
+        CPU cores, at least 1), so that `score` finds them in the build cache and the GPU's one-at-a-time
+        evaluations do not wait for the compilers in turn. A reply without a solution, or one that fails to build,
+        is left to `score`, which says why. Returns how many were built."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from cuda_agent.evaluator import EvalConfig, prebuild
+        from cuda_agent.rl.reward import extract_solution
+
+        codes = [(task, code) for task, code in ((t, extract_solution(text)) for t, text in replies) if code]
+        if not codes:
+            return 0
+        config = EvalConfig(mode=mode, device=self.device, timeout_s=self.timeout_s)
+        with tempfile.TemporaryDirectory(prefix="cuda-agent-rl-prebuild-") as folder:
+
+            def one(item: tuple[int, tuple[Task, str]]) -> bool:
+                n, (task, code) = item
+                path = Path(folder) / f"{n}" / "solution.py"
+                path.parent.mkdir()
+                path.write_text(code)
+                try:
+                    return prebuild(task, path, config)
+                except Exception as exc:  # noqa: BLE001 - its evaluation meets the same failure and reports it
+                    log.info("prebuild of a reply for %s: %s", task.id, str(exc)[:300])
+                    return False
+
+            workers = jobs or max(1, (os.cpu_count() or 2) // 2)
+            with ThreadPoolExecutor(min(workers, len(codes))) as pool:
+                return sum(pool.map(one, enumerate(codes)))
 
     def score(self, task: Task, text: str, mode: str, *, profile: bool = True) -> Judged:
         """Judge ``text`` (its last ``ModelNew`` block) in ``mode``; ``profile`` False checks correctness only
