@@ -25,10 +25,73 @@ SINGLE_TURN_SYSTEM = (
 )
 
 
+EXAMPLE_TASK = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x, y):
+        return x * self.alpha + y
+
+def get_inputs():
+    return [torch.rand(4096, 1024), torch.rand(4096, 1024)]
+
+def get_init_inputs():
+    return [2.0]"""
+
+EXAMPLE_SOLUTION = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+__global__ void axpy_kernel(const float* x, const float* y, float* out, float alpha, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * alpha + y[i];
+}
+
+torch::Tensor axpy(torch::Tensor x, torch::Tensor y, double alpha) {
+    auto xc = x.contiguous();
+    auto yc = y.contiguous();
+    auto out = torch::empty_like(xc);
+    int64_t n = xc.numel();
+    int threads = 256;
+    int64_t blocks = (n + threads - 1) / threads;
+    axpy_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+        xc.data_ptr<float>(), yc.data_ptr<float>(), out.data_ptr<float>(), (float)alpha, n);
+    return out;
+}
+"""
+
+cpp_source = "torch::Tensor axpy(torch::Tensor x, torch::Tensor y, double alpha);"
+
+axpy_ext = load_inline(name="example_axpy", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                       functions=["axpy"], verbose=False)
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x, y):
+        return axpy_ext.axpy(x, y, self.alpha)'''
+
+
 def single_turn_messages(task: Task) -> list[dict[str, str]]:
-    """The warm-up prompt: write a whole solution in one response."""
-    user = (f"Optimise this PyTorch module (task {task.id}) with custom CUDA kernels:\n\n```python\n"
-            f"{task.code.rstrip()}\n```")
+    """The warm-up prompt: write a whole solution in one response, after one worked example (a task of our own and
+    a solution the evaluator builds and accepts in strict mode: `tests/rl/test_rl_single_turn_example.py`).
+    Rationale (H200, 2026-12-04): without one, the 0.5B model's replies called ``load_inline`` without
+    ``cpp_sources``, invented ``torch.utils.cpp_extension`` functions, or defined no ``ModelNew``: 0 of 12
+    held-out replies passed strict mode, so the reward said little more than "wrong format"."""
+    user = ("Example: this PyTorch module\n\n```python\n" + EXAMPLE_TASK + "\n```\n\nis optimised by this file:\n\n"
+            "```python\n" + EXAMPLE_SOLUTION + "\n```\n\n"
+            f"Now optimise this PyTorch module (task {task.id}) with custom CUDA kernels in the same way:\n\n"
+            f"```python\n{task.code.rstrip()}\n```")
     return [{"role": "system", "content": SINGLE_TURN_SYSTEM}, {"role": "user", "content": user}]
 
 
