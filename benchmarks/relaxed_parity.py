@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
 from benchmarks_io import write_result  # noqa: E402
-from cuda_agent.evaluator import EvalConfig, evaluate  # noqa: E402
+from cuda_agent.evaluator import EvalConfig, WarmWorker, evaluate, prebuild  # noqa: E402
 from cuda_agent.locations import kernelbench_root  # noqa: E402
 from cuda_agent.tasks import Task  # noqa: E402
 
@@ -145,8 +145,8 @@ def run_kernelbench(case: ParityCase, pkg_dir: Path, wheels: Path | None, trials
     return {"correct": bool(data.get("correctness")), "reason": reason}
 
 
-def run_ours(case: ParityCase, config: EvalConfig) -> dict[str, Any]:
-    result = evaluate(case.task, case.solution, config)
+def run_ours(case: ParityCase, config: EvalConfig, worker: WarmWorker | None = None) -> dict[str, Any]:
+    result = evaluate(case.task, case.solution, config, worker=worker)
     if result.stage == "eval_error":
         return {"correct": None, "reason": result.reason[:400]}
     rules = ", ".join(v.rule for v in result.rules_fired)
@@ -186,13 +186,26 @@ def main(argv: list[str] | None = None) -> int:
 
     config = EvalConfig.for_kind("verify", EvalConfig(mode="relaxed", tolerance="kernelbench"))
     start = time.perf_counter()
+    # Rationale (H200, 2026-12-04): run after KernelBench's 26 evaluations, ours (each building its solution
+    # cold, in a fresh interpreter) judged 2 cases in the 170 s a lease had left, and the log said nothing of
+    # KernelBench's. Now our builds go first, all at once; then KernelBench's evaluations run in the pool while
+    # ours (correctness only, so the GPU's sharing changes no verdict) go one at a time through a warm worker,
+    # and every verdict is printed as it comes.
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        theirs = list(pool.map(lambda c: run_kernelbench(c, args.kernelbench_src.resolve(), args.wheels,
-                                                         args.trials, args.timeout_s), cases))
-    ours = []
-    for case in cases:  # one at a time: ours uses the whole GPU per evaluation, as it would when scoring
-        ours.append(run_ours(case, config))
-        print(f"  {case.label}: ours {ours[-1]['correct']}", flush=True)
+        built = sum(pool.map(lambda c: prebuild(c.task, c.solution, config), cases))
+        print(f"built {built} of our {len(cases)} solutions in {time.perf_counter() - start:.0f} s", flush=True)
+        futures = [pool.submit(run_kernelbench, c, args.kernelbench_src.resolve(), args.wheels, args.trials,
+                               args.timeout_s) for c in cases]
+        for case, future in zip(cases, futures):
+            future.add_done_callback(lambda f, label=case.label: print(
+                f"  {label}: kernelbench {f.result()['correct']} at {time.perf_counter() - start:.0f} s", flush=True))
+        ours = []
+        with WarmWorker() as worker:
+            for case in cases:
+                ours.append(run_ours(case, config, worker))
+                print(f"  {case.label}: ours {ours[-1]['correct']} at {time.perf_counter() - start:.0f} s",
+                      flush=True)
+        theirs = [future.result() for future in futures]
     rows = [{"case": c.label, "task": c.task_file.name, "ours": o["correct"], "ours_reason": o["reason"],
              "kernelbench": t["correct"], "kernelbench_reason": t["reason"]}
             for c, o, t in zip(cases, ours, theirs)]
