@@ -105,7 +105,8 @@ def describe(result: EvalResult, wall_s: float) -> str:
             f"K {clock.get('batch')} {clock.get('clock')} clock factor {clock.get('clock_factor')} "
             f"reported {clock.get('reported_per_call_ms')} phases {json.dumps(phases)}"
             f" judge work {json.dumps(result.extra.get('judge_work_seconds') or {})}"
-            f" calibration {json.dumps(result.extra.get('calibration_seconds') or {})}")
+            f" calibration {json.dumps(result.extra.get('calibration_seconds') or {})}"
+            f" stash {json.dumps(result.extra.get('probe_stash') or {})}")
 
 
 def where_time_went(result: EvalResult) -> dict[str, float | None]:
@@ -204,6 +205,7 @@ class Run:
                           "seconds": where_time_went(result),
                           "judge_work_seconds": result.extra.get("judge_work_seconds"),
                           "calibration_seconds": result.extra.get("calibration_seconds"),
+                          "probe_stash": result.extra.get("probe_stash"),
                           "device_memory_after": device_memory() if entry.gpu else None})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         memory = self.rows[-1]["device_memory_after"]

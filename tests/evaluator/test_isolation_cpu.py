@@ -229,6 +229,9 @@ def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None
     assert {"sets", "precision", "reserve"} <= set(parts) and "null_host" not in parts, parts
     assert all(v >= 0 for v in parts.values())
     assert sum(parts.values()) <= result.extra["phase_seconds"]["calibration"] + 0.01
+    # where the precision probe's kept calls went: on a CPU each is a copy, later ones written over in place
+    stash = result.extra["probe_stash"]
+    assert stash.get("copy", 0) >= 1 and set(stash) <= {"copy", "in_place"}, stash
 
 
 SLOW_REFERENCE = '''import time

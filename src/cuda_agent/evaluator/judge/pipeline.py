@@ -643,6 +643,7 @@ class Evaluation:
                     extra={"phase_seconds": dict(self.clock.seconds), "processes": dict(self.processes),
                            "run": dict(self.run_shape),
                            "judge_work_seconds": {k: round(v, 4) for k, v in state.work_seconds.items()},
+                           **({"probe_stash": dict(state.stash)} if state.stash else {}),
                            "calibration_seconds": {k: round(v, 4) for k, v in self.calibration_seconds.items()},
                            **({"precision": dict(state.precision)} if state.precision else {})})
 

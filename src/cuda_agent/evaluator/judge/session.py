@@ -109,6 +109,17 @@ class JudgeState:
     calls_checked: int = 0
     precision: dict[str, Any] = field(default_factory=dict)  # how close the candidate came to the precision bounds
     work_seconds: dict[str, float] = field(default_factory=dict)  # the judge's own work around the requests, by kind
+    # where the precision probe's kept calls went (`Session._kept`): a count per placement, the largest call's bytes
+    # and the least allocatable device memory seen at a placement (diagnostics)
+    stash: dict[str, float] = field(default_factory=dict)
+
+    def placed(self, where: str, need: int = 0, free: int | None = None) -> None:
+        self.stash[where] = self.stash.get(where, 0) + 1
+        if need:
+            self.stash["call_gib"] = round(max(self.stash.get("call_gib", 0.0), need / 2**30), 3)
+        if free is not None:
+            least = self.stash.get("least_free_gib")
+            self.stash["least_free_gib"] = round(free / 2**30 if least is None else min(least, free / 2**30), 3)
 
     def fire(self, rule: str, detail: str) -> None:
         if len(self.violations) < 40 and not any(v.rule == rule and v.detail == detail for v in self.violations):
@@ -404,6 +415,11 @@ class Session:
         finally:
             for kind, seconds in self.state.work_seconds.items():
                 kept[0].work_seconds[kind] = kept[0].work_seconds.get(kind, 0.0) + seconds
+            for key, value in self.state.stash.items():
+                earlier = kept[0].stash.get(key)
+                kept[0].stash[key] = value if earlier is None else (
+                    min(earlier, value) if key == "least_free_gib" else
+                    max(earlier, value) if key == "call_gib" else earlier + value)
             self.state, self.earlier, self.call_errors = kept[0], kept[1], kept[2]
 
     def graph_for(self, calls: list[Call]) -> int | None:
@@ -656,19 +672,24 @@ class Session:
                                for src, dst in zip(inputs, into[0])]
                 for src, dst in zip(outputs, into[1]):
                     dst.copy_(src)
+            self.state.placed("in_place")
             return kept_inputs, into[1]
         if not self.cuda:
+            self.state.placed("copy")
             return _copied(inputs, outputs, torch.Tensor.clone)
         need = sum(x.numel() * x.element_size() for x in [*inputs, *outputs] if isinstance(x, torch.Tensor))
         free = memory.allocatable(self.device)
         held = sum(_kept_bytes(k) for k in [*self.stash, *self.zero_mean_kept] if k is not into)
         if 3 * need < free and held + need <= self.config.probe_stash_share * \
                 torch.cuda.get_device_properties(self.device).total_memory:
+            self.state.placed("device", need, free)
             return _copied(inputs, outputs, torch.Tensor.clone)
         if INLINE_PROBE_ROOM * need < free:
+            self.state.placed("judged_at_once", need, free)
             pair = (inputs, outputs)
             return precision.judge_precision(self.ref_model, [] if zero_mean else [pair], [pair] if zero_mean else [],
                                              self.device, depth=self.depth, labels=[label or "kept call"])
+        self.state.placed("host", need, free)
         return _copied(inputs, outputs, lambda t: t.to("cpu"))
 
     def _reservoir(self, inputs: list[Any], outputs: list[Any], label: str = "") -> None:
