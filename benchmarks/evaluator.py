@@ -198,6 +198,7 @@ class Run:
                           "judge_ms": result.candidate.median_ms if result.candidate else None,
                           "clock": (result.extra.get("judge_clock") or {}).get("clock"),
                           "clock_factor": (result.extra.get("judge_clock") or {}).get("clock_factor"),
+                          "clock_factor_point": (result.extra.get("judge_clock") or {}).get("clock_factor_point"),
                           "precision_headroom": result.precision_share,
                           "gpu": self.workers.index(worker) if len(self.workers) > 1 else None,
                           "leaked": leaked, "reason": result.reason[:400], "notes": list(result.notes)[:6],
