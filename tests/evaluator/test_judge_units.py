@@ -400,7 +400,12 @@ def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path
     assert outer.reference_clock is not None, outer.state.notes
     judged, in_process = outer.reference_clock
     assert judged.median_ms > 0 and in_process.median_ms > 0
+    assert in_process.n > 5  # more than the drift check's 5 (PAIR_REQUESTS within PAIR_TIME_CAP_S): a tighter interval
     assert len(list(cache.rglob("*.json"))) == 1 and outer.baselines_measured
+    # the key names the pair's requests: pairs cached with fewer (before 2026-12-04's change) are measured again
+    import json
+    cached = json.loads(next(cache.rglob("*.json")).read_text())
+    assert cached["meta"]["settings"]["pair_requests"] == pipeline.measure.PAIR_REQUESTS
     again = Evaluation(task, tmp_path / "unused.py", config, time.monotonic() + 120)
     again.batch = 4
     again._reference_on_judge_clock(ref_model, module, "batched")  # from the cache: no second evaluation of the reference

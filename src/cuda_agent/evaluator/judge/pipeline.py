@@ -711,7 +711,9 @@ class Evaluation:
         def measure_now() -> Any:  # "eager": on the judge's clock; "compile": in-process, at the same time
             judged = self._time_reference_as_candidate(kind)
             sets = [reference.make_inputs(module, self.seed(), self.device) for _ in range(self.batch)]
-            in_process = measure.time_reference_again(ref_model, sets, self.config, kind)
+            in_process = measure.time_reference_again(ref_model, sets, self.config, kind,
+                                                      requests=measure.PAIR_REQUESTS,
+                                                      time_cap_s=measure.PAIR_TIME_CAP_S)
             low, high = CLOCK_FACTOR_LIMITS
             if not low <= judged.median_ms / in_process.median_ms <= high:  # raised: nothing is cached
                 raise RuntimeError(f"{judged.median_ms:.4g} ms on the judge's clock against {in_process.median_ms:.4g}"
@@ -744,8 +746,9 @@ class Evaluation:
             solution = folder / "model_new.py"
             solution.write_text(f"{self.task.code}\n\n\nclass ModelNew(Model):  # the reference, timed as a candidate"
                                 f"\n    pass\n")
+            # reps: PAIR_REQUESTS timed requests at this K (the budget in timing_budget_s still bounds them)
             config = replace(self.config, mode="relaxed", variants=False, precision_probe=False,
-                             kernel_breakdown=False, baseline_drift_limit=0.0)
+                             kernel_breakdown=False, baseline_drift_limit=0.0, reps=measure.PAIR_REQUESTS * self.batch)
             nested = Evaluation(self.task, solution, config, deadline, reference_at_batch=self.batch)
             result = nested.run()
         finally:
