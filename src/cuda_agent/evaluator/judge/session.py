@@ -109,8 +109,8 @@ class JudgeState:
     calls_checked: int = 0
     precision: dict[str, Any] = field(default_factory=dict)  # how close the candidate came to the precision bounds
     work_seconds: dict[str, float] = field(default_factory=dict)  # the judge's own work around the requests, by kind
-    # where the precision probe's kept calls went (`Session._kept`): a count per placement, the largest call's bytes
-    # and the least allocatable device memory seen at a placement (diagnostics)
+    # where the precision probe's kept calls went (`Session._kept`): a count per placement, the largest call's GiB
+    # (call_gib) and the least allocatable device memory seen at a placement (least_free_gib); diagnostics
     stash: dict[str, float] = field(default_factory=dict)
 
     def placed(self, where: str, need: int = 0, free: int | None = None) -> None:
