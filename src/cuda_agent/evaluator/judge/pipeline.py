@@ -746,9 +746,11 @@ class Evaluation:
             solution = folder / "model_new.py"
             solution.write_text(f"{self.task.code}\n\n\nclass ModelNew(Model):  # the reference, timed as a candidate"
                                 f"\n    pass\n")
-            # reps: PAIR_REQUESTS timed requests at this K (the budget in timing_budget_s still bounds them)
+            # reps: at least PAIR_REQUESTS timed requests at this K, more where a candidate gets more (small K); the
+            # budget in timing_budget_s still bounds them
+            reps = max(self.config.reps, measure.PAIR_REQUESTS * self.batch)
             config = replace(self.config, mode="relaxed", variants=False, precision_probe=False,
-                             kernel_breakdown=False, baseline_drift_limit=0.0, reps=measure.PAIR_REQUESTS * self.batch)
+                             kernel_breakdown=False, baseline_drift_limit=0.0, reps=reps)
             nested = Evaluation(self.task, solution, config, deadline, reference_at_batch=self.batch)
             result = nested.run()
         finally:
