@@ -275,7 +275,9 @@ def prebuild(entries: list[Entry], tmp: Path, jobs: int, budget_s: float) -> dic
         config = EvalConfig(mode=entry.mode, **({} if entry.gpu else {"device": "cpu"}))
         try:
             return build_one(entry.load_task(), entry.materialise(tmp / "prebuild" / str(n)), config)
-        except Exception as exc:  # noqa: BLE001 - the evaluation meets the same failure (a skip: no data)
+        except BaseException as exc:  # noqa: BLE001 - the evaluation meets the same failure (a skip: no data)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             log.info("prebuild %s: %s", entry.label, str(exc)[:300])
             return False
 

@@ -30,7 +30,7 @@ from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.judge import compare, degenerate, kernels, measure, memory, precision, reference
 from cuda_agent.evaluator.judge.candidate import CandidateGone, CandidateProcess, take_spare
 from cuda_agent.evaluator.judge.prepare import PrepareError, Prepared, prepare, restore, solution_kind
-from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Session
+from cuda_agent.evaluator.judge.session import Call, CallFailed, JudgeState, Session, add_lap
 from cuda_agent.evaluator.judge.static_hints import scan_source
 from cuda_agent.evaluator.judge.values import encode
 from cuda_agent.evaluator.result import EvalResult, continuous, failure, reward
@@ -318,25 +318,24 @@ class Evaluation:
                 # shared with the candidate) were predicted to be most of the calibration phase's median 1.3 s
                 # (H200, 2026-12-04); K 256 cases still took 3.3 s after (`extra["calibration_seconds"]` splits it).
                 self.max_batch = self.batch
-            parts = self.calibration_seconds
-            lap = _perf()
+            parts, lap = self.calibration_seconds, _perf()
             sets = [session.buffers_for(probe_inputs) for _ in range(self.max_batch)]
-            parts["sets"], lap = _perf() - lap, _perf()
+            lap = add_lap(parts, "sets", lap)
             session.calibrate_precision([probe_inputs, reference.make_inputs(module, self.seed(), self.device)])
-            parts["precision"], lap = _perf() - lap, _perf()
+            lap = add_lap(parts, "precision", lap)
             if config.profile:
                 size = self.batch
                 fresh = lambda: reference.make_inputs(module, self.seed(), self.device)  # noqa: E731
                 while size <= self.max_batch:  # every K the run may use, before any candidate code loads
                     session.calibrate(sets[:size], fresh, NULL_REQUESTS)
-                    parts["null_host"], lap = parts.get("null_host", 0.0) + _perf() - lap, _perf()
+                    lap = add_lap(parts, "null_host", lap)
                     if self.graph_clock and size == self.graph_batch and \
                             not session.calibrate(sets[:size], fresh, NULL_REQUESTS, graph=True):
                         self._graph_off("the null model's requests could not be captured in a CUDA graph")
-                    parts["null_graph"], lap = parts.get("null_graph", 0.0) + _perf() - lap, _perf()
+                    lap = add_lap(parts, "null_graph", lap)
                     size *= 2
             session.reserve_request_memory(sets if config.profile else sets[:self.batch])  # a request's sets
-            parts["reserve"] = _perf() - lap
+            add_lap(parts, "reserve", lap)
             clock.start("candidate_load")
             before = memory.device_use(self.device)
             self._load(proc, prepared, model_seed, init, {"keys": perturbed_keys} if perturb else False, ref_model)

@@ -121,6 +121,17 @@ class JudgeState:
             least = self.stash.get("least_free_gib")
             self.stash["least_free_gib"] = round(free / 2**30 if least is None else min(least, free / 2**30), 3)
 
+    def absorb(self, other: "JudgeState") -> None:
+        """Add ``other``'s diagnostics (work seconds, stash placements) to this state's: a trial replay's, whose
+        verdicts are kept apart."""
+        for kind, seconds in other.work_seconds.items():
+            self.work_seconds[kind] = self.work_seconds.get(kind, 0.0) + seconds
+        for key, value in other.stash.items():
+            earlier = self.stash.get(key)
+            self.stash[key] = value if earlier is None else (
+                min(earlier, value) if key == "least_free_gib" else
+                max(earlier, value) if key == "call_gib" else earlier + value)
+
     def fire(self, rule: str, detail: str) -> None:
         if len(self.violations) < 40 and not any(v.rule == rule and v.detail == detail for v in self.violations):
             self.violations.append(RuleViolation(rule, detail))
@@ -208,10 +219,7 @@ class Session:
         """The host seconds since the last lap added to ``state.work_seconds[kind]`` (diagnostics: where the judge's
         own work around the requests goes; each kind ends where the judge reads a device value or synchronises, so
         device work is counted where it is waited for). No synchronisation of its own."""
-        now = _perf()
-        work = self.state.work_seconds
-        work[kind] = work.get(kind, 0.0) + now - self._lap_at
-        self._lap_at = now
+        self._lap_at = add_lap(self.state.work_seconds, kind, self._lap_at)
 
     def start_laps(self) -> None:
         """`_lap` counts from here (the first request of the calls phase)."""
@@ -413,13 +421,7 @@ class Session:
             fired = "; ".join(str(v) for v in self.state.violations[:2])
             return (wrong or fired)[:600]
         finally:
-            for kind, seconds in self.state.work_seconds.items():
-                kept[0].work_seconds[kind] = kept[0].work_seconds.get(kind, 0.0) + seconds
-            for key, value in self.state.stash.items():
-                earlier = kept[0].stash.get(key)
-                kept[0].stash[key] = value if earlier is None else (
-                    min(earlier, value) if key == "least_free_gib" else
-                    max(earlier, value) if key == "call_gib" else earlier + value)
+            kept[0].absorb(self.state)
             self.state, self.earlier, self.call_errors = kept[0], kept[1], kept[2]
 
     def graph_for(self, calls: list[Call]) -> int | None:
@@ -829,6 +831,14 @@ class Session:
             bufset.close()
         self.sets.clear()
         self._flush_buf = None
+
+
+def add_lap(seconds: dict[str, float], kind: str, since: float) -> float:
+    """``seconds[kind]`` grows by the host seconds since ``since`` (a `time.perf_counter` reading); returns now, the
+    next lap's start. Diagnostics: where the judge's own work goes, by kind."""
+    now = _perf()
+    seconds[kind] = seconds.get(kind, 0.0) + now - since
+    return now
 
 
 def _copied(inputs: list[Any], outputs: list[Any], place: Callable[[torch.Tensor], torch.Tensor]) -> Kept:
