@@ -153,15 +153,6 @@ def run_ours(case: ParityCase, config: EvalConfig, worker: WarmWorker | None = N
     return {"correct": bool(result.correct), "reason": f"{result.stage}: {rules or result.reason}"[:400]}
 
 
-def _prebuilt(case: ParityCase, config: EvalConfig) -> bool:
-    """Our build of the case into the build cache; a failure is left to its evaluation, which reports it."""
-    try:
-        return prebuild(case.task, case.solution, config)
-    except Exception as exc:  # noqa: BLE001 - the evaluation meets the same failure and reports it
-        print(f"  {case.label}: prebuild failed: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
-        return False
-
-
 def check_import(pkg_dir: Path, wheels: Path | None) -> None:
     argv = [sys.executable, "-c", DRIVER, str(pkg_dir), "-", "-", "1", "-", "--import-only"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=_driver_env(wheels), check=False)
@@ -201,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     # ours (correctness only, so the GPU's sharing changes no verdict) go one at a time through a warm worker,
     # and every verdict is printed as it comes.
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        built = sum(pool.map(lambda c: _prebuilt(c, config), cases))
+        built = sum(pool.map(lambda c: prebuild(c.task, c.solution, config), cases))
         print(f"built {built} of our {len(cases)} solutions in {time.perf_counter() - start:.0f} s", flush=True)
         futures = [pool.submit(run_kernelbench, c, args.kernelbench_src.resolve(), args.wheels, args.trials,
                                args.timeout_s) for c in cases]

@@ -1,6 +1,7 @@
 """`evaluate(task, solution, config)`: the evaluator's one entry point."""
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import time
@@ -14,6 +15,8 @@ from cuda_agent.evaluator.result import EvalResult
 from cuda_agent.evaluator.trusted import stage
 from cuda_agent.tasks.task import Task
 from cuda_agent.workspace.workspace import MANIFEST
+
+log = logging.getLogger(__name__)
 
 
 def make_job(task: Task, solution: str | Path, config: EvalConfig) -> dict[str, Any]:
@@ -70,14 +73,17 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
 def prebuild(task: Task, solution: str | Path, config: EvalConfig) -> bool:
     """Check and build ``solution`` into the trusted build cache as `evaluate` would (compilers sandboxed), without
     evaluating it: a later `evaluate` of the same solution finds its build there. Safe to call from several threads
-    at once (each build in a folder of its own). Returns True where it built; False where the solution cannot run
-    (its evaluation will say why) or is missing. Rationale: on one GPU evaluations go one at a time, but builds
-    need only CPU cores; built first, all at once, they no longer queue behind each other (a single-file build
-    took 8-54 s on the H200)."""
+    at once (each build in a folder of its own). Returns True where it built; False where the solution cannot run,
+    is missing or the build raised (logged): its evaluation meets the same and says why. Rationale: on one GPU
+    evaluations go one at a time, but builds need only CPU cores; built first, all at once, they no longer queue
+    behind each other (a single-file build took 8-54 s on the H200)."""
     folder = Path(tempfile.mkdtemp(prefix="cuda-agent-prebuild-"))
     try:
         return isinstance(stage(stamp(make_job(task, solution, config)), config, folder), dict)
     except WorkspaceError:
+        return False
+    except Exception as exc:  # noqa: BLE001 - only a head start: the evaluation repeats the build and reports
+        log.warning("prebuild of a solution for %s: %s: %s", task.id, type(exc).__name__, str(exc)[:300])
         return False
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -249,11 +249,7 @@ class JudgedScorer:
                 path = Path(folder) / f"{n}" / "solution.py"
                 path.parent.mkdir()
                 path.write_text(code)
-                try:
-                    return prebuild(task, path, config)
-                except Exception as exc:  # noqa: BLE001 - its evaluation meets the same failure and reports it
-                    log.info("prebuild of a reply for %s: %s", task.id, str(exc)[:300])
-                    return False
+                return prebuild(task, path, config)
 
             workers = jobs or max(1, (os.cpu_count() or 2) // 2)
             with ThreadPoolExecutor(min(workers, len(codes))) as pool:
