@@ -147,9 +147,9 @@ DEFAULT_CASE_LIMIT_S = 300.0  # one evaluation's limit where the run's budget le
 
 
 def ran_out_of_time(result: EvalResult) -> bool:
-    """The evaluation ended at its time limit: a timeout, or the judge's eval_error for a timeout after it measured
-    the task's baselines (`judge.pipeline`: "... then the time ran out ...; evaluate again")."""
-    return result.stage == "timeout" or (result.stage == "eval_error" and "then the time ran out" in result.reason)
+    """The evaluation ended at its time limit: a timeout, or the judge's eval_error for a timeout after its own first
+    measurements of the task took more than its allowance (``extra["evaluate_again"]``)."""
+    return result.stage == "timeout" or bool(result.extra.get("evaluate_again"))
 
 
 class Run:
@@ -172,7 +172,9 @@ class Run:
 
     def evaluate(self, entry: Entry, worker: WarmWorker | None = None, **overrides: Any) -> EvalResult:
         timeout = min(DEFAULT_CASE_LIMIT_S, max(20.0, self.left() - 15))  # a hang ends before the budget does
-        config = EvalConfig(**{"mode": entry.mode, "timeout_s": timeout,
+        # the judge's own first measurements of a task may add to the case's limit what the budget has besides
+        allowance = min(EvalConfig.judge_allowance_s, max(0.0, self.left() - 15 - timeout))
+        config = EvalConfig(**{"mode": entry.mode, "timeout_s": timeout, "judge_allowance_s": allowance,
                                "profile": entry.honest or entry.needs_timing,
                                **({} if entry.gpu else {"device": "cpu"}), **overrides})
         start = time.perf_counter()

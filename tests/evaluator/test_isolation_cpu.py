@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -266,17 +267,66 @@ class ModelNew(nn.Module):
 
 @pytest.mark.slow
 def test_a_timeout_after_the_judge_measured_baselines_is_the_judges(tmp_path: Path, warm_worker: WarmWorker) -> None:
-    """The judge's first measurement of a task's baselines is its own work: where it took the time the candidate
-    then ran out of, the evaluation ends as ``eval_error`` (evaluate again: the baselines are cached), not as the
-    candidate's ``timeout`` (-1). Seen on the H200: 166 s of a 180 s limit (L3/34). A timeout with no baselines
-    measured stays the candidate's (`test_hang_is_killed_at_the_limit_and_leaves_no_process`)."""
+    """The judge's first measurement of a task's baselines is its own work: where it took more than the judge's
+    allowance (here none) and the candidate then ran out of time, the evaluation ends as ``eval_error`` with
+    ``extra["evaluate_again"]`` (the baselines are cached), not as the candidate's ``timeout`` (-1). Seen on the
+    H200: 166 s of a 180 s limit (L3/34). With the allowance the same candidate gets its whole limit, and its
+    timeout is its own; a timeout with no baselines measured is the candidate's too
+    (`test_hang_is_killed_at_the_limit_and_leaves_no_process`)."""
     from cuda_agent.tasks.loaders import load_task_file
 
     (tmp_path / "slow_task.py").write_text(SLOW_REFERENCE)
     (tmp_path / "slow_solution.py").write_text(SLOW_CANDIDATE)
     task = load_task_file(tmp_path / "slow_task.py", validate=False)
-    config = EvalConfig(mode="relaxed", device="cpu", timeout_s=30, baseline_cache_dir=str(tmp_path / "baselines"))
+    config = EvalConfig(mode="relaxed", device="cpu", timeout_s=30, judge_allowance_s=0.0,
+                        baseline_cache_dir=str(tmp_path / "baselines"))
     result = evaluate(task, tmp_path / "slow_solution.py", config, worker=warm_worker)
     assert result.stage == "eval_error", (result.stage, result.reason, result.log[-1500:])
     assert "baselines" in result.reason and "evaluate again" in result.reason
+    assert result.extra["evaluate_again"] is True
     assert result.extra["phase_seconds"]["baselines"] > 1.0
+    # the allowance: the baselines' seconds are the judge's, the candidate (1 s a call) runs out of its own 30 s
+    allowed = evaluate(task, tmp_path / "slow_solution.py",
+                       replace(config, judge_allowance_s=120.0, baseline_cache_dir=str(tmp_path / "fresh")),
+                       worker=warm_worker)
+    assert allowed.stage == "timeout" and "evaluate_again" not in allowed.extra, (allowed.stage, allowed.reason)
+
+
+SLOW_TO_COMPILE_REFERENCE = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        for i in range(800):  # eager: milliseconds; torch.compile: 20-50 s to compile on a 2-core CPU
+            x = torch.tanh(x * 1.001 + 0.001 * i)
+        return x
+
+
+def get_inputs():
+    return [torch.rand(256)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+SAME_IN_PYTORCH = SLOW_TO_COMPILE_REFERENCE.replace("class Model(", "class ModelNew(")
+
+
+@pytest.mark.slow
+def test_the_judges_first_baselines_do_not_use_the_candidates_time(tmp_path: Path, warm_worker: WarmWorker) -> None:
+    """Baselines that take longer than the candidate's whole limit (torch.compile of a long chain: 20-50 s on a
+    2-core CPU, limit 12 s) on the task's first evaluation: the judge adds them to the deadline, within
+    `EvalConfig.judge_allowance_s`, and an honest candidate is judged in full. Measured here before the allowance:
+    the process was killed at the limit while the judge measured, and the candidate scored ``timeout`` (-1)."""
+    from cuda_agent.tasks.loaders import load_task_file
+
+    (tmp_path / "task.py").write_text(SLOW_TO_COMPILE_REFERENCE)
+    (tmp_path / "solution.py").write_text(SAME_IN_PYTORCH)
+    task = load_task_file(tmp_path / "task.py", validate=False)
+    config = EvalConfig(mode="relaxed", device="cpu", timeout_s=12, baseline_cache_dir=str(tmp_path / "baselines"))
+    result = evaluate(task, tmp_path / "solution.py", config, worker=warm_worker)
+    assert result.stage == "timed" and result.reward == 1, (result.stage, result.reason, result.log[-1500:])
+    assert result.extra["phase_seconds"]["baselines"] > config.timeout_s  # the judge's work went past the limit
+    assert result.total_seconds <= config.hard_limit_s

@@ -393,11 +393,15 @@ def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path
     # a shared CPU's ratio can be anything (host-launched requests across processes against in-process calls):
     # the limits are the GPU's, tested above; here any ratio is taken
     pipeline.CLOCK_FACTOR_LIMITS = (1e-6, 1e6)
+    deadline, allowance = outer.deadline, outer.allowance_left
     try:
         outer._reference_on_judge_clock(ref_model, module, "batched")
     finally:
         pipeline.CLOCK_FACTOR_LIMITS = limits
     assert outer.reference_clock is not None, outer.state.notes
+    # the judge's own measurement: the deadline moved on by the time it took, out of the judge's allowance
+    granted = outer.deadline - deadline
+    assert granted > 0 and abs(outer.allowance_left - (allowance - granted)) < 1e-6
     judged, in_process = outer.reference_clock
     assert judged.median_ms > 0 and in_process.median_ms > 0
     assert in_process.n > 5  # more than the drift check's 5 (PAIR_REQUESTS within PAIR_TIME_CAP_S): a tighter interval
@@ -408,10 +412,13 @@ def test_the_reference_is_timed_as_a_candidate_and_scales_the_baselines(tmp_path
     assert cached["meta"]["settings"]["pair_requests"] == pipeline.measure.PAIR_REQUESTS
     again = Evaluation(task, tmp_path / "unused.py", config, time.monotonic() + 120)
     again.batch = 4
+    deadline = again.deadline
     again._reference_on_judge_clock(ref_model, module, "batched")  # from the cache: no second evaluation of the reference
     assert again.reference_clock[0] == judged and not again.baselines_measured
-    late = Evaluation(task, tmp_path / "unused.py", replace(config, baseline_cache_dir=str(tmp_path / "other")),
-                      time.monotonic() + 8)  # too little time left to evaluate the reference as well
+    assert again.deadline == deadline  # nothing measured: nothing added
+    late = Evaluation(task, tmp_path / "unused.py", replace(config, baseline_cache_dir=str(tmp_path / "other"),
+                                                             judge_allowance_s=0.0),
+                      time.monotonic() + 8)  # too little time left to evaluate the reference as well, no allowance
     late.batch = 4
     late._reference_on_judge_clock(ref_model, module, "batched")
     assert late.reference_clock is None and "too few" in late.state.notes[-1]

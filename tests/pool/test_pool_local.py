@@ -205,3 +205,22 @@ def test_nan_and_infinite_time_limits_are_refused_at_submit(task: Task) -> None:
             with pytest.raises(ConfigError, match="finite"):
                 standin_job(task, timeout_s=bad)
         assert pool.submit(standin_job(task)).result(timeout=30).correct
+
+
+def test_a_jobs_outer_limit_leaves_room_for_the_judges_allowance(task: Task) -> None:
+    """Without a limit of its own a job gets its config's candidate limit, the judge's allowance for its own first
+    measurements of the task (`EvalConfig.judge_allowance_s`, which the judge adds to its deadline) and the grace:
+    an outer limit without the allowance would cut the first evaluation of a task with slow baselines that the judge
+    itself would finish."""
+    from cuda_agent.evaluator import EvalConfig
+    from cuda_agent.pool.base import TIMEOUT_GRACE_S
+
+    with LocalPool(gpus=["0"], evaluator=StandInEvaluator(seconds=0.01)) as pool:
+        book = pool._book
+        limit = book.timeout_for(standin_job(task, config={"timeout_s": 30}), None)
+        assert limit == 30 + EvalConfig.judge_allowance_s + TIMEOUT_GRACE_S
+        assert book.timeout_for(standin_job(task, config={"timeout_s": 30, "judge_allowance_s": 0}), None) == \
+            30 + TIMEOUT_GRACE_S
+        assert book.timeout_for(standin_job(task, config={"timeout_s": 30}, timeout_s=45), None) == 45
+        with pytest.raises(ConfigError, match="judge_allowance_s"):
+            pool.submit(standin_job(task, config={"timeout_s": 30, "judge_allowance_s": -5}))

@@ -62,9 +62,9 @@ def evaluate(task: Task, solution: str | Path, config: EvalConfig | None = None,
         if isinstance(staged, EvalResult):
             return staged
         if worker is not None:
-            result = worker.run(staged, config.timeout_s, env)
+            result = worker.run(staged, config.hard_limit_s, env)
         else:
-            result = run_isolated(staged, config.timeout_s, env)
+            result = run_isolated(staged, config.hard_limit_s, env)
         return with_caller_seconds(result, wall=time.time() - job["started_unix"])
     finally:
         shutil.rmtree(folder, ignore_errors=True)

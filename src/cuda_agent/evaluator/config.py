@@ -46,6 +46,13 @@ class EvalConfig:
         runtime_audit: record the kernels each call launches (GPU only; the kernel tap, on for every call alike):
             decoy kernels, PyTorch compute in strict mode, a tap that was switched off.
         timeout_s: wall-clock limit of the whole evaluation (build included); past it the process group is killed.
+            The judge's own first measurements of a task (`judge_allowance_s`) are added to it.
+        judge_allowance_s: seconds the judge may add to ``timeout_s`` for its own first measurements of a task: the
+            eager and torch.compile baselines and the reference timed on the judge's clock, cached after (the same
+            task's later evaluations do not pay them). The candidate's code gets ``timeout_s`` whatever the judge
+            measured first; the process's hard limit is ``timeout_s + judge_allowance_s``. 0: the judge's first
+            measurements count against ``timeout_s``, and an evaluation that then runs out of time ends as the
+            judge's ``eval_error`` (with ``extra["evaluate_again"]``), never as the candidate's timeout.
         warmup: requests (of K0 calls each, K0 fixed from the reference's time) before timing starts (at least 1
             is always untimed: the candidate's first call may compile or allocate).
         reps: the timed calls wanted; the timed requests are reps / K, between 5 and 30, fewer when
@@ -97,6 +104,7 @@ class EvalConfig:
     kernel_breakdown: bool = False
     runtime_audit: bool = True
     timeout_s: float = 300.0
+    judge_allowance_s: float = 300.0
     warmup: int = 2
     reps: int = 50
     timing_budget_s: float = 2.0
@@ -125,13 +133,15 @@ class EvalConfig:
         if not (isinstance(self.probe_stash_share, (int, float)) and 0.0 <= self.probe_stash_share <= 1.0):
             raise ConfigError(f"EvalConfig.probe_stash_share must be a share between 0 and 1, got "
                               f"{self.probe_stash_share!r}")
-        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance", "warm_device_ms"):
+        for name in ("timeout_s", "timing_budget_s", "speed_threshold", "sol_tolerance", "warm_device_ms",
+                     "judge_allowance_s"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value)) or value < 0 or \
                     (name in ("timeout_s", "timing_budget_s") and value <= 0):
                 raise ConfigError(f"EvalConfig.{name} must be a finite, positive number, got {value!r}")
-        if self.timeout_s > MAX_TIMEOUT_S:
-            raise ConfigError(f"EvalConfig.timeout_s must be at most {MAX_TIMEOUT_S:g} s, got {self.timeout_s:g}")
+        for name in ("timeout_s", "judge_allowance_s"):
+            if getattr(self, name) > MAX_TIMEOUT_S:
+                raise ConfigError(f"EvalConfig.{name} must be at most {MAX_TIMEOUT_S:g} s, got {getattr(self, name):g}")
         if self.warmup < 0 or self.reps < 1:
             raise ConfigError(f"EvalConfig warmup >= 0 and reps >= 1 required, got {self.warmup}, {self.reps}")
         for name in ("atol", "rtol"):
@@ -142,6 +152,12 @@ class EvalConfig:
             raise ConfigError(f"EvalConfig.baseline_drift_limit must be in [0, 1), got {self.baseline_drift_limit}")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ConfigError(f"EvalConfig.device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
+
+    @property
+    def hard_limit_s(self) -> float:
+        """The evaluation process's wall limit: the candidate's ``timeout_s`` and the judge's allowance for its own
+        first measurements of the task."""
+        return self.timeout_s + self.judge_allowance_s
 
     def tolerances(self, dtype_name: str) -> tuple[float, float]:
         """(atol, rtol) for an output dtype ('float32', ...); exact (0, 0) for integer and bool outputs."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_chec
 
 from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.pool.evaluators import Evaluator
+from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.pool.job import MAX_JOB_TIMEOUT_S, EvalJob, positive_seconds
 from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
 from cuda_agent.store.keys import cache_key, library_versions
@@ -28,6 +29,7 @@ T = TypeVar("T")
 
 TIMEOUT_GRACE_S = 60.0
 DEFAULT_EVAL_TIMEOUT_S = 300.0
+DEFAULT_JUDGE_ALLOWANCE_S = EvalConfig.judge_allowance_s  # the dataclass field's default
 
 
 @runtime_checkable
@@ -134,17 +136,22 @@ class JobBook:
         return cache_key(job.task.code, job.solution.digest(), self.gpu_name, settings, library_versions())
 
     def timeout_for(self, job: EvalJob, default_s: float | None) -> float:
-        """The outer limit for ``job``: its own, else the pool's, else its config's plus a grace period.
+        """The outer limit for ``job``: its own, else the pool's, else its config's (``timeout_s`` and
+        ``judge_allowance_s``) plus a grace period.
         Raises `ConfigError` if that is not a finite positive number (a thread waiting on it would break)."""
         if job.timeout_s is not None:
             limit = job.timeout_s
         elif default_s is not None:
             limit = default_s
         else:
-            configured = job.config_dict().get("timeout_s")
+            config = job.config_dict()
+            configured, allowance = config.get("timeout_s"), config.get("judge_allowance_s")
             limit = TIMEOUT_GRACE_S + (DEFAULT_EVAL_TIMEOUT_S if configured is None else
                                        positive_seconds(configured, f"job {job.job_id}'s config timeout_s"))
-        return positive_seconds(limit, f"job {job.job_id}'s time limit", MAX_JOB_TIMEOUT_S + TIMEOUT_GRACE_S)
+            allowance = DEFAULT_JUDGE_ALLOWANCE_S if allowance is None else allowance
+            if allowance != 0:  # the judge's own first measurements of a task (`EvalConfig.judge_allowance_s`)
+                limit += positive_seconds(allowance, f"job {job.job_id}'s config judge_allowance_s")
+        return positive_seconds(limit, f"job {job.job_id}'s time limit", 2 * MAX_JOB_TIMEOUT_S + TIMEOUT_GRACE_S)
 
     def timeline(self) -> list[JobTiming]:
         with self._lock:

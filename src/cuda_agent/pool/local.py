@@ -149,7 +149,8 @@ class LocalPool(QueuedPool):
         evaluator: what each job runs (default `RealEvaluator()`; `StandInEvaluator` for CPU tests and planning).
         store: a `Store` to serve cached results from and to record every evaluation in (None: no caching).
         builds: a `BuildPool` (default: one made on first `submit_build`).
-        eval_timeout_s: the outer limit per job (default: the job's, else its config's ``timeout_s`` + 60 s).
+        eval_timeout_s: the outer limit per job (default: the job's, else its config's ``timeout_s`` and
+            ``judge_allowance_s`` + 60 s).
         max_queue: refuse submissions beyond this many queued jobs (0: unbounded).
         health_check_on_replace: probe the GPU before a replacement worker takes jobs (default: for real
             evaluators only).

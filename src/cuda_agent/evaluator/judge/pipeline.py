@@ -162,6 +162,11 @@ class Evaluation:
         self.sol_error = ""
         self.adopted = False  # the candidate process is a spare started before this evaluation
         self.baselines_measured = False  # this evaluation measured the task's baselines (none were cached)
+        # what is left of `EvalConfig.judge_allowance_s` for the judge's own first measurements (`_judge_measured`),
+        # and what they took beyond it (then counted against the candidate's limit)
+        self.allowance_left = config.judge_allowance_s
+        self.own_work_over_s = 0.0
+        self.evaluate_again = False  # it ran out of time after that work: the judge's, not a verdict (`_failed`)
         self.calibration_seconds: dict[str, float] = {}  # the calibration phase by part (diagnostics)
 
     @property
@@ -175,6 +180,19 @@ class Evaluation:
 
     def remaining(self) -> float:
         return max(0.05, self.deadline - time.monotonic())
+
+    def _judge_measured(self, started: float) -> None:
+        """The time since ``started`` went into the judge's own first measurement of this task (its baselines, the
+        reference on the judge's clock; each cached once measured): added to the evaluation's deadline, up to
+        `EvalConfig.judge_allowance_s` in all, so the candidate keeps its whole ``timeout_s``. Rationale (H200,
+        2026-12-04): torch.compile's baseline of L3/34 took 166 s of a 180 s limit, and an honest candidate had
+        the 14 s left; in RL every task's first evaluation pays these, so on a new training set an honest reply could
+        be refused (or, as the judge's eval_error, dropped) for the judge's own work."""
+        spent = max(0.0, time.monotonic() - started)
+        grant = min(self.allowance_left, spent)
+        self.allowance_left -= grant
+        self.own_work_over_s += spent - grant
+        self.deadline += grant
 
     # -- the evaluation -----------------------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -291,9 +309,12 @@ class Evaluation:
         baselines = None
         if config.profile and self.reference_at_batch is None:
             clock.start("baselines")
+            started = time.monotonic()
             baselines, hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, config,
                                                            self.device, [self.seed() for _ in range(3)], self.batch)
             self.baselines_measured = not hit
+            if not hit:
+                self._judge_measured(started)
             if self.graph_clock:
                 try:
                     self.graph_baselines = self._graph_baselines(ref_model, module)
@@ -643,6 +664,7 @@ class Evaluation:
                            "run": dict(self.run_shape),
                            "judge_work_seconds": {k: round(v, 4) for k, v in state.work_seconds.items()},
                            **({"probe_stash": dict(state.stash)} if state.stash else {}),
+                           **({"evaluate_again": True} if self.evaluate_again else {}),
                            "calibration_seconds": {k: round(v, 4) for k, v in self.calibration_seconds.items()},
                            **({"precision": dict(state.precision)} if state.precision else {})})
 
@@ -652,15 +674,17 @@ class Evaluation:
                        rules_fired=violations, **fields, **self._common(prepared))
 
     def _failed(self, prepared: Prepared | None, stage: str, reason: str, log_text: str) -> EvalResult:
-        if stage == "timeout" and self.baselines_measured:
-            # Rationale (H200, 2026-12-04): the judge's first measurement of a task's baselines is its own work, and
-            # took 166 s of a 180 s limit on L3/34 (torch.compile of the stateful RNN); the honest candidate was then
-            # scored -1 for the time left. A timeout after the judge measured baselines is the judge's; they are
-            # cached now, so the next evaluation of the same solution is judged in full.
+        if stage == "timeout" and self.own_work_over_s > 0:
+            # The judge's own first measurements of the task took more than its allowance (`_judge_measured`), and
+            # the rest came out of the candidate's limit: a timeout then is the judge's, not a verdict. Its
+            # measurements are cached now, so the next evaluation of the same solution is judged in full.
             seconds = self.clock.seconds.get("baselines", 0.0) + self.clock.seconds.get("reference_clock", 0.0)
-            stage, reason = "eval_error", (f"the judge measured this task's baselines ({seconds:.0f} s of the "
-                                           f"{self.config.timeout_s:.0f} s limit), and then the time ran out ({reason}); "
-                                           "they are cached now: evaluate again")[:2000]
+            self.evaluate_again = True
+            stage, reason = "eval_error", (f"the judge measured this task's baselines ({seconds:.0f} s, "
+                                           f"{self.own_work_over_s:.0f} s beyond its "
+                                           f"{self.config.judge_allowance_s:.0f} s allowance, taken from the "
+                                           f"{self.config.timeout_s:.0f} s limit), and then the time ran out "
+                                           f"({reason}); they are cached now: evaluate again")[:2000]
         if self.state.violations:  # rules fired before the candidate went on to fail: the rules are the verdict
             violations = tuple(self.state.violations)
             return failure(self.task.id, "rule_violation", "; ".join(str(v) for v in violations[:3])
@@ -683,10 +707,13 @@ class Evaluation:
         floor before any candidate code loaded (`_batch_sizes`). Raises where the reference cannot be captured, and
         where torch.compile's cannot (a compiled time taken from eager would make "faster than torch.compile" mean
         faster than eager)."""
+        started = time.monotonic()
         times, hit = measure.measure_baselines_for(self.task.code_hash, ref_model, module, self.config,
                                                    self.device, [self.seed() for _ in range(3)], self.batch,
                                                    clock="graph")
         self.baselines_measured = self.baselines_measured or not hit
+        if not hit:
+            self._judge_measured(started)
         if times.compile_error:
             raise timing.GraphCaptureError(f"torch.compile's baseline: {times.compile_error[:300]}")
         return times
@@ -719,6 +746,7 @@ class Evaluation:
                                    f" ms in the judge's process, a ratio outside [{low}, {high}]: not used")
             return BaselineTimes(eager=judged, compile=in_process, key="")
 
+        started, hit = time.monotonic(), False
         try:
             times, hit = measure.reference_clock_for(self.task.code_hash, self.config, self.device, self.batch, kind,
                                                      measure_now)
@@ -726,6 +754,9 @@ class Evaluation:
             self.state.notes.append(f"the reference could not be timed on the judge's clock, so the baselines' own "
                                     f"times are used: {type(exc).__name__}: {exc}"[:500])
             return
+        finally:
+            if not hit:  # measured, or tried and failed: the judge's own work either way
+                self._judge_measured(started)
         self.baselines_measured = self.baselines_measured or not hit
         self.reference_clock = (times.eager, times.compile)
 
@@ -733,7 +764,8 @@ class Evaluation:
         """The reference evaluated as a candidate (relaxed mode: its forward is PyTorch; no variants, no precision
         probe: only its time is wanted), at this evaluation's K; its per-call `TimingStats` on the judge's clock.
         Raises RuntimeError where that evaluation did not end timed on ``kind``."""
-        deadline = self.deadline - REFERENCE_CLOCK_MARGIN_S  # the evaluation's own end must still come in time
+        # the evaluation's own end must still come in time, the judge's allowance for its own work included
+        deadline = self.deadline + self.allowance_left - REFERENCE_CLOCK_MARGIN_S
         if deadline - time.monotonic() < REFERENCE_CLOCK_MIN_S:
             raise RuntimeError(f"{max(0.0, self.deadline - time.monotonic()):.0f} s of the evaluation were left, too "
                                "few to evaluate the reference as well (it is measured at the next evaluation)")
@@ -749,7 +781,7 @@ class Evaluation:
             # budget in timing_budget_s still bounds them
             reps = max(self.config.reps, measure.PAIR_REQUESTS * self.batch)
             config = replace(self.config, mode="relaxed", variants=False, precision_probe=False,
-                             kernel_breakdown=False, baseline_drift_limit=0.0, reps=reps)
+                             kernel_breakdown=False, baseline_drift_limit=0.0, reps=reps, judge_allowance_s=0.0)
             nested = Evaluation(self.task, solution, config, deadline, reference_at_batch=self.batch)
             result = nested.run()
         finally:
@@ -810,6 +842,7 @@ class Evaluation:
             if self.cuda and config.reference_on_judge_clock and not state.violations:
                 self.clock.start("reference_clock")
                 self._reference_on_judge_clock(ref_model, module, clock_name)
+                session.deadline = self.deadline  # moved on by the judge's own measurement, if it made one
                 self.clock.start("profile")
             factor = self._clock_factor(extra["judge_clock"])
             if factor != 1.0:  # every baseline reported on the judge's clock (the in-process times: extra)
