@@ -246,12 +246,20 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
         scorer.prebuild([(tasks[i], text) for i, text, reply in zip(picks, texts, replies) if reply], mode,
                         args.build_jobs)
         clock.evaluation = time.monotonic() - t0  # the builds are part of evaluating the step's replies
+        unjudged = 0
         for i, reply, text in zip(picks, replies, texts):
             judged = scorer.score(tasks[i], text, mode) if reply else None
-            reward = judged.reward if judged else -1.0
             clock.evaluation += judged.seconds if judged else 0.0
             evaluations += bool(judged and judged.evaluated)
-            run.eval_errors += bool(judged and judged.stage == "eval_error")
+            if judged and judged.reward is None:
+                # the judge's own failure is no verdict on the reply: left out of the update and of the step's
+                # rates, where a -1 would train the policy away from a reply nobody judged
+                run.eval_errors += 1
+                unjudged += 1
+                run.samples.append({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": None,
+                                    "stage": judged.stage, "reason": judged.reason[:300], "text": text})
+                continue
+            reward = judged.reward if judged else -1.0
             passed += bool(judged and judged.correct)
             faster += bool(judged and judged.faster_than_eager)
             rewards.append(reward)
@@ -262,8 +270,9 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
         t0 = time.monotonic()
         stats = update(trainee, usable)
         clock.training = time.monotonic() - t0
-        record(run, trainee, step_row("warmup", step, stats, rewards, passed, faster, evaluations,
-                                      sum(len(r) for r in replies), clock), "warmup_steps_done", step)
+        row = step_row("warmup", step, stats, rewards, passed, faster, evaluations, sum(len(r) for r in replies),
+                       clock)
+        record(run, trainee, {**row, "unjudged": unjudged}, "warmup_steps_done", step)
 
 
 class TimedGenerator:

@@ -104,13 +104,18 @@ def test_judged_scorer_uses_the_real_evaluator(tmp_path: Path) -> None:
         strict = scorer.score(task, REPLY, "strict", profile=False)
         wrong = scorer.score(task, REPLY.replace("torch.relu(x)", "x"), "relaxed", profile=False)
         none = scorer.score(task, "I would use a kernel.", "relaxed")
+        # the task's own code fails in the judge: the evaluator's eval_error, no verdict on the reply and no reward
+        broken = Task(id="user/relu_broken", code=RELU.replace("return torch.relu(x)", "raise RuntimeError('bad task')"),
+                      name="relu_broken")
+        unjudged = scorer.score(broken, REPLY, "relaxed", profile=False)
     finally:
         scorer.close()
+    assert unjudged.stage == "eval_error" and unjudged.reward is None and unjudged.evaluated, unjudged.reason
     assert relaxed.correct and relaxed.reward == 1.0 and relaxed.evaluated, relaxed.reason
     assert not strict.correct and strict.reward == -1.0 and strict.evaluated
     assert not wrong.correct and wrong.reward == -1.0 and wrong.stage != "correct"
     assert not none.evaluated and none.reward == -1.0
-    assert scorer.stats.evaluations == 3 and scorer.stats.stages.get("correct") == 1
+    assert scorer.stats.evaluations == 4 and scorer.stats.stages.get("correct") == 1
 
 
 INLINE_RELU_REPLY = (

@@ -186,9 +186,11 @@ def sample_responses(actor: Any, tokenizer: Any, prompts: Sequence[list[int]], m
 
 @dataclass(frozen=True)
 class Judged:
-    """One response's reward and what the evaluator said (``evaluated`` False: no ``ModelNew`` in the reply)."""
+    """One response's reward and what the evaluator said (``evaluated`` False: no ``ModelNew`` in the reply).
+    ``reward`` None: the evaluator failed on its own side (``eval_error``), which is no verdict on the reply, so a
+    training step leaves it out rather than score it -1."""
 
-    reward: float
+    reward: float | None
     correct: bool
     faster_than_eager: bool
     evaluated: bool
@@ -278,11 +280,11 @@ class JudgedScorer:
                 self.worker.start()
                 seconds = time.monotonic() - started
                 self.stats.add("eval_error", seconds)
-                return Judged(NO_SOLUTION, False, False, True, "eval_error", str(exc), seconds)
+                return Judged(None, False, False, True, "eval_error", str(exc), seconds)
         seconds = time.monotonic() - started
         self.stats.add(result.stage, seconds)
-        return Judged(float(result.reward), bool(result.correct), result.reward >= 2, True, result.stage,
-                      result.reason, seconds)
+        reward = None if result.stage == "eval_error" else float(result.reward)
+        return Judged(reward, bool(result.correct), result.reward >= 2, True, result.stage, result.reason, seconds)
 
 
 class CountingBackend:
