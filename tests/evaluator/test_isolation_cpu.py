@@ -219,7 +219,9 @@ def test_a_result_says_where_its_wall_time_went(warm_worker: WarmWorker) -> None
     seconds = result.extra["caller_seconds"]
     assert 0 <= seconds["stage"] <= seconds["wall"] <= took + 0.01
     assert 0 < seconds["forked"] <= seconds["answered"] <= seconds["wall"] - seconds["stage"] + 0.01
-    assert 0 < result.total_seconds <= seconds["answered"] - seconds["forked"] + 0.01
+    # the judge's own run lies inside the caller's wait for it; it starts after the judge's pid is sent, but the
+    # caller may read that line late on a loaded machine (seen: a 2-core CPU at full load), so ``forked`` is no bound
+    assert 0 < result.total_seconds <= seconds["answered"] + 0.01
     # the judge's own work around the requests of the calls phase, by kind, within that phase
     work = result.extra["judge_work_seconds"]
     assert {"load_inputs", "request", "reference", "compare", "checks"} <= set(work), work
