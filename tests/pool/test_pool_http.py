@@ -100,6 +100,10 @@ def test_errors_are_json_with_the_right_codes(served: tuple[PoolHTTPServer, Path
     bad_config = {**standin_job(task).to_dict(), "config": {"n_trials": 1}}
     code, body = _raw(f"{server.url}/v1/evaluations", "POST", json.dumps(bad_config).encode())
     assert code == 400 and "n_trials" in body["error"]
+    for allowance in (-1.0, 2 * 86400.0):  # the judge's allowance for its own first measurements: [0, 1 day]
+        bad_config = {**standin_job(task).to_dict(), "config": {"judge_allowance_s": allowance}}
+        code, body = _raw(f"{server.url}/v1/evaluations", "POST", json.dumps(bad_config).encode())
+        assert code == 400 and "judge_allowance_s" in body["error"], body
     assert _raw(f"{server.url}/v1/evaluations/nope")[0] == 404
     assert _raw(f"{server.url}/v1/nothing-here")[0] == 404
     with PoolClient(server.url, token="secret") as client, pytest.raises(ConfigError, match="HTTP 400"):

@@ -37,6 +37,7 @@ SERVER_ONLY_CONFIG = frozenset({"baseline_cache_dir", "build_cache_dir"})
 # (low, high, low excluded) for EvalConfig's numbers; any other number must lie within +-GENERIC_NUMBER_LIMIT.
 CONFIG_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "timeout_s": (0.0, MAX_TIMEOUT_S, True),
+    "judge_allowance_s": (0.0, MAX_TIMEOUT_S, False),
     "n_trials": (5, 1000, False),
     "warmup": (0, 10_000, False),
     "reps": (1, 100_000, False),
