@@ -65,13 +65,18 @@ class Run:
     started: float
     state: dict[str, Any]
     rows: list[dict[str, Any]] = field(default_factory=list)
-    samples: list[dict[str, Any]] = field(default_factory=list)
     eval_errors: int = 0
     all_evaluations: int = 0
     """Every evaluation of this session: warm-up, agentic and held-out."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def sample(self, row: dict[str, Any]) -> None:
+        """Keep one reply's row (task, verdict, text), appended to ``samples.jsonl`` at once: a run cut off by the
+        lease's end still leaves every reply it judged."""
+        with (self.out / "samples.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -179,7 +184,7 @@ def heldout_pass(run: Run, trainee: Any, scorer: Any, tasks: list[Any], label: s
         relaxed += judged_relaxed.correct
         with_solution += judged.evaluated
         errors += "eval_error" in (judged.stage, judged_relaxed.stage)  # the judge's failure, not the reply's
-        run.samples.append({"phase": label, "task": task.id, "strict": judged.stage, "relaxed": judged_relaxed.stage,
+        run.sample({"phase": label, "task": task.id, "strict": judged.stage, "relaxed": judged_relaxed.stage,
                             "reason": judged_relaxed.reason[:300], "text": text})
     n = max(1, len(tasks))
     result = {"strict": strict / n, "relaxed": relaxed / n, "with_solution": with_solution, "tasks": len(tasks),
@@ -256,7 +261,7 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
                 # rates, where a -1 would train the policy away from a reply nobody judged
                 run.eval_errors += 1
                 unjudged += 1
-                run.samples.append({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": None,
+                run.sample({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": None,
                                     "stage": judged.stage, "reason": judged.reason[:300], "text": text})
                 continue
             reward = judged.reward if judged else -1.0
@@ -264,7 +269,7 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
             faster += bool(judged and judged.faster_than_eager)
             rewards.append(reward)
             episodes.append(SingleTurnEpisode(prompts[i], reply, [1] * len(reply), reward, text))
-            run.samples.append({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": reward,
+            run.sample({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": reward,
                                 "stage": judged.stage if judged else "empty", "text": text})
         usable = [ep for ep in episodes if ep.response_ids]
         t0 = time.monotonic()
@@ -336,7 +341,7 @@ def agentic_stage(run: Run, trainee: Any, tasks: list[Any], deadline: float) -> 
             clock.training = time.monotonic() - t0
             rewards = [float(ep.reward) for ep in episodes]
             for ep, k in zip(episodes, range(len(episodes))):
-                run.samples.append({"phase": "agentic", "step": step, "episode": k, "reward": ep.reward,
+                run.sample({"phase": "agentic", "step": step, "episode": k, "reward": ep.reward,
                                     "end": ep.end_reason, "turns": ep.assistant_turns, "malformed": ep.malformed_calls})
             run.eval_errors += sum(v["stage"] == "eval_error" for v in backend.verdicts[verdicts_before:])
             record(run, trainee, step_row("agentic", step, stats, rewards, sum(r > 0 for r in rewards),
@@ -446,7 +451,6 @@ def write_outputs(run: Run, model_summary: dict[str, Any], modes: dict[str, str]
          run.out / "rl_gpu.png", f"{model_summary['name']} + LoRA, warm-up {warm_mode}, agentic "
          f"{modes['agentic']}; held-out pass ({warm_mode}) {metrics['heldout_pass_before']:.2f} -> "
          f"{metrics['heldout_pass_after']:.2f}")
-    (run.out / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in run.samples))
     return path
 
 

@@ -37,7 +37,7 @@ collect() {
     cp "$RUN"/export/* "$OUT"/
   else  # cut off or still running: the adapters and steps saved after the last finished step
     [[ -d "$RUN/adapters" ]] && tar -czf "$OUT/adapters.tgz" -C "$RUN" adapters
-    for f in steps.jsonl run.log; do [[ -f "$RUN/$f" ]] && cp "$RUN/$f" "$OUT/"; done
+    for f in steps.jsonl samples.jsonl run.log; do [[ -f "$RUN/$f" ]] && cp "$RUN/$f" "$OUT/"; done
     [[ -f /tmp/rl_gpu.console ]] && tail -c 200000 /tmp/rl_gpu.console > "$OUT/console.log"
   fi
   ls -la "$OUT"

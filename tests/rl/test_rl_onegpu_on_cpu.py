@@ -224,6 +224,9 @@ def test_rl_gpu_run_end_to_end_on_cpu_and_resumed(tiny_model: Path, tmp_path: Pa
     steps = [json.loads(line) for line in (tmp_path / "run1" / "steps.jsonl").read_text().splitlines()]
     assert [s["stage"] for s in steps] == ["warmup", "agentic"]
     assert all(s["replies"] == n for s, n in zip(steps, (2, 1)))
+    # every judged reply's row, written as it came (a run cut off at the lease's end keeps them)
+    samples = [json.loads(line) for line in (tmp_path / "run1" / "samples.jsonl").read_text().splitlines()]
+    assert [s["phase"] for s in samples] == ["heldout_before", "warmup", "warmup", "agentic", "heldout_after"]
     assert record["details"]["modes"]["warmup"] in ("strict", "relaxed")
     with tarfile.open(tmp_path / "export1" / "adapters.tgz") as tar:
         names = tar.getnames()
