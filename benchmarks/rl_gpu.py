@@ -104,7 +104,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heldout-each-session", action="store_true",
                    help="measure the held-out pass rate before training in a resumed session too (default: only "
                         "in the first session; a resumed one reuses it)")
-    p.add_argument("--eval-timeout-s", type=float, default=120.0, help="wall limit of one evaluation")
+    p.add_argument("--eval-timeout-s", type=float, default=120.0,
+                   help="wall limit of one evaluation for the reply's code (the judge's own first measurements of a "
+                        "task, its baselines, may add up to EvalConfig.judge_allowance_s)")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--lora-rank", type=int, default=8)
     p.add_argument("--actor-lr", type=float, default=1e-5)
