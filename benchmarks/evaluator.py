@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
 from benchmarks_io import write_result  # noqa: E402
+from gpu_clocks import ClockSampler  # noqa: E402
 from cuda_agent.evaluator import EvalConfig, EvalResult, WarmWorker, evaluate  # noqa: E402
 
 from adversarial_corpus import (HOST_READ_ROUTES, Secrets, plant_secrets, rejected,  # noqa: E402
@@ -166,6 +167,7 @@ class Run:
         self.separate = True
         self.reported_used = 0
         self.repeat = 0
+        self.clocks = ClockSampler()  # started by main on a GPU host: each row's clocks (`gpu_clocks`)
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
@@ -177,11 +179,12 @@ class Run:
         config = EvalConfig(**{"mode": entry.mode, "timeout_s": timeout, "judge_allowance_s": allowance,
                                "profile": entry.honest or entry.needs_timing,
                                **({} if entry.gpu else {"device": "cpu"}), **overrides})
-        start = time.perf_counter()
+        start, started_unix = time.perf_counter(), time.time()
         worker = worker or self.worker
         result = evaluate(entry.load_task(), entry.materialise(self.tmp), config, worker=worker,
                           env=self.secrets.env)
         wall = time.perf_counter() - start
+        clocks = self.clocks.window(started_unix, time.time()) if entry.gpu else {}
         self._facts(result)
         if ran_out_of_time(result) and timeout < DEFAULT_CASE_LIMIT_S:
             # the run's budget set this limit, not the case: a verdict of the benchmark's clock, not the judge's
@@ -209,6 +212,7 @@ class Run:
                           "judge_work_seconds": result.extra.get("judge_work_seconds"),
                           "calibration_seconds": result.extra.get("calibration_seconds"),
                           "probe_stash": result.extra.get("probe_stash"),
+                          "gpu_clocks": clocks or None,
                           "device_memory_after": device_memory() if entry.gpu else None})
         log.info("%-5s %-48s %s", "ok" if ok else "MISS", entry.label, describe(result, wall))
         memory = self.rows[-1]["device_memory_after"]
@@ -353,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         workers = [stack.enter_context(WarmWorker(env={**secrets.env, **pin})) for pin in gpus]
         log.info("%d warm worker(s)%s", len(workers), "".join(f", {p}" for p in gpus if p))
         run = Run(workers, Path(tmp), started + args.budget_s, secrets)
+        stack.callback(run.clocks.stop)
+        if run.clocks.start().error:
+            log.info("GPU clocks not sampled: %s", run.clocks.error)
         if "roundtrip" not in args.skip:
             metrics.update(round_trips(run, ROUND_TRIPS))
         elif args.previous is not None:  # the earlier run's round trips stand (same commit's judge, see the command)
@@ -479,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     path = write_result("evaluator", metrics, command=command.strip(),
                         extra={"cases": rows, "flipped_cases": flips, "stage_changed_cases": stage_changes,
                                "parts": [*parts, this_part],
+                               "gpu_clocks_sampled": run.clocks.error or f"NVML every {run.clocks.interval_s} s "
+                                                                         "(each row's gpu_clocks)",
                                "precision_headroom_worst": max(headroom)[1] if headroom else None})
     styles: dict[str, list[int]] = {}
     for r in hon:

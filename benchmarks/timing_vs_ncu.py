@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpu_clocks import ClockSampler
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "evaluator"))
 
@@ -223,16 +225,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
     log_dir = Path(os.environ.get("OUT", tempfile.mkdtemp()))
-    with tempfile.TemporaryDirectory() as tmp, WarmWorker(spares=args.spares) as worker:
+    with tempfile.TemporaryDirectory() as tmp, WarmWorker(spares=args.spares) as worker, \
+            ClockSampler() as clocks:
+        if clocks.error:
+            log.info("GPU clocks not sampled: %s", clocks.error)
         for entry in _entries(args.cases):
             if time.perf_counter() - started > args.budget_s:
                 rows.append({"case": entry.label, "skipped": "budget"})
                 continue
+            judged_from = time.time()
             result = evaluate(entry.load_task(), entry.materialise(Path(tmp)),
                               EvalConfig(mode=args.mode or entry.mode, graph_clock=not args.host_launched,
                                          warm_device_ms=args.warm_ms),
                               worker=worker)
             clock = result.extra.get("judge_clock") or {}
+            # the clocks each of the three measurements ran at (ncu and the judge leave them free)
+            windows: dict[str, Any] = {"judge": clocks.window(judged_from, time.time())}
             row: dict[str, Any] = {"case": entry.label, "mode": args.mode or entry.mode, "stage": result.stage,
                                    "reward": result.reward,
                                    "clock": clock.get("clock"), "batch": clock.get("batch"),
@@ -248,17 +256,22 @@ def main(argv: list[str] | None = None) -> int:
                                        "breakdown_ms", "graph_note")}}
             if result.candidate is not None and clock.get("batch"):
                 try:
+                    profiled_from = time.time()
                     row["ncu_ms"] = ncu_per_call_ms(entry.label, int(clock["batch"]), log_dir)
+                    windows["ncu"] = clocks.window(profiled_from, time.time())
                     row["err"] = abs(row["judge_ms"] - row["ncu_ms"]) / row["ncu_ms"] if row["ncu_ms"] else None
                 except Exception as exc:  # noqa: BLE001 - one case's profile failing is a row, not the run
                     row["ncu_error"] = f"{type(exc).__name__}: {exc}"[:500]
                 try:
+                    timed_from = time.time()
                     row["events_ms"], row["events_clock"] = events_per_call_ms(entry.label, int(clock["batch"]))
+                    windows["events"] = clocks.window(timed_from, time.time())
                     if row.get("ncu_ms"):
                         row["ncu_over_events"] = row["ncu_ms"] / row["events_ms"]
                 except Exception as exc:  # noqa: BLE001 - without it the case is compared as usual
                     row["events_error"] = f"{type(exc).__name__}: {exc}"[:500]
             row["concurrent"] = any(style.startswith(CONCURRENT_STYLES) for style in entry.styles)
+            row["gpu_clocks"] = windows
             rows.append(row)
             log.info("%-44s %s", entry.label, json.dumps({k: v for k, v in row.items() if k != "case"}))
     # Rationale (H200, 2026-12-04): a two-stream solution's kernels overlap on the device, and ncu, which serialises

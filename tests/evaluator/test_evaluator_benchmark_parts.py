@@ -63,3 +63,34 @@ def test_an_evaluation_cut_by_the_runs_budget_is_not_a_verdict(bench, tmp_path) 
     assert bench.ran_out_of_time(result), (result.stage, result.reason)
     [row] = run.rows
     assert row["ok"] is None and row["stage"] == "not run (budget)" and "budget" in row["reason"]
+
+
+def test_gpu_clock_windows_summarise_each_devices_samples() -> None:
+    """The benchmarks' clock sampler (`benchmarks/gpu_clocks.py`): a measurement's window holds only the samples
+    taken inside it, by device, with the clock spread, the median power, the hottest reading and the share of
+    samples each clock-event reason was active in. On a machine without NVML it samples nothing and says why."""
+    with loaded_script("gpu_clocks") as clocks_module:
+        Sample = clocks_module.Sample
+        sampler = clocks_module.ClockSampler()
+        for at, device, sm, power, temp, bits in [(9.0, 0, 1980, 300.0, 40, 0x1), (10.0, 0, 1980, 500.0, 50, 0),
+                                                  (10.5, 0, 1500, 690.0, 61, 0x4 | 0x20), (10.6, 1, 1755, 420.0, 45, 0),
+                                                  (11.0, 0, 1600, 680.0, 60, 0x4), (12.0, 0, 1980, 100.0, 35, 0x1)]:
+            sampler.add(Sample(at, device, sm, 2619, power, temp, bits))
+        window = sampler.window(10.0, 11.0)
+        assert set(window) == {"0", "1"}
+        zero = window["0"]
+        assert zero["samples"] == 3 and zero["sm_mhz"] == [1500, 1600, 1980] and zero["temp_c_max"] == 61
+        assert zero["power_w"] == 680.0
+        assert zero["reasons"] == {"sw_power_cap": round(2 / 3, 3), "sw_thermal": round(1 / 3, 3)}
+        assert window["1"]["samples"] == 1 and window["1"]["reasons"] == {}
+        assert sampler.window(12.5, 13.0) == {}
+        assert clocks_module.reason_names(0x1 | 0x40 | 0x10000) == ["idle", "hw_thermal", "0x10000"]
+        with pytest.raises(ValueError, match="interval_s"):
+            clocks_module.ClockSampler(interval_s=0)
+        live = clocks_module.ClockSampler(interval_s=0.01).start()
+        try:
+            import shutil
+            if shutil.which("nvidia-smi") is None:  # no driver here: nothing sampled, and why
+                assert not live.running and "NVML" in live.error
+        finally:
+            live.stop()
