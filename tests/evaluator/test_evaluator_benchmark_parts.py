@@ -94,3 +94,21 @@ def test_gpu_clock_windows_summarise_each_devices_samples() -> None:
                 assert not live.running and "NVML" in live.error
         finally:
             live.stop()
+
+
+def test_the_copy_probes_kernel_copy_is_bit_exact() -> None:
+    """`timing_vs_ncu.sm_copy`, the kernel copy the copy hand-over probe times against the runner's memcpy, copies
+    every bit (NaN payloads, negative zero, half and bool outputs, sizes of every alignment, a non-contiguous source),
+    as the runner's copy must: a probe of an inexact copy would time other work."""
+    import torch
+
+    with loaded_script("timing_vs_ncu") as ncu:
+        floats = torch.tensor([float("nan"), -0.0, float("inf"), 1e-45, -3.5])
+        floats.view(torch.int32)[0] = 0x7FC00123  # a NaN with a payload
+        sources = [floats, torch.randn(7, dtype=torch.float16), torch.rand(13) > 0.5,
+                   torch.randint(-9, 9, (3, 5), dtype=torch.int64), torch.randn(6, 4).t(), torch.empty(0)]
+        for src in sources:
+            dst = torch.empty_like(src, memory_format=torch.contiguous_format)
+            ncu.sm_copy(torch, dst, src)
+            want = src.contiguous().reshape(-1).view(torch.uint8)
+            assert torch.equal(dst.reshape(-1).view(torch.uint8), want), src.dtype
