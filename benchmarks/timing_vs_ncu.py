@@ -211,11 +211,7 @@ def copy_handover(torch: Any, model: Any, sets: list[Any]) -> dict[str, Any]:
 
 def copies_per_call(label: str, batch: int) -> dict[str, Any]:
     """`copy_handover` of one case, in a process of its own (``--target ... --copies``)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--target", label, "--batch", str(batch), "--copies"]
-    proc = subprocess.run(command, capture_output=True, text=True, env=_target_env(), timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the copies run exited {proc.returncode}: {proc.stderr[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _target_reply(label, batch, "--copies")
 
 
 def _graphed(torch: Any, model: Any, sets: list[Any]) -> tuple[Any, str]:
@@ -254,12 +250,17 @@ def events_per_call_ms(label: str, batch: int) -> tuple[float, str]:
     can be captured), in a process of the solution's own, without a profiler: where the solution's kernels overlap
     (several streams), less than their summed time; where they run back to back for long, at the clocks a loaded GPU
     holds, which ncu's kernel-by-kernel profile does not see."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--target", label, "--batch", str(batch), "--events"]
+    reply = _target_reply(label, batch, "--events")
+    return float(reply["events_ms"]), str(reply["events_clock"])
+
+
+def _target_reply(label: str, batch: int, flag: str) -> dict[str, Any]:
+    """The JSON a ``--target`` process of this script prints last, run with ``flag`` (``--events``, ``--copies``)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--target", label, "--batch", str(batch), flag]
     proc = subprocess.run(command, capture_output=True, text=True, env=_target_env(), timeout=600)
     if proc.returncode != 0:
-        raise RuntimeError(f"the events run exited {proc.returncode}: {proc.stderr[-500:]}")
-    reply = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(reply["events_ms"]), str(reply["events_clock"])
+        raise RuntimeError(f"the {flag[2:]} run exited {proc.returncode}: {proc.stderr[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def ncu_per_call_ms(label: str, batch: int, log_dir: Path) -> float:
