@@ -82,6 +82,45 @@ class ModelNew(nn.Module):
         return axpy_ext.axpy(x, y, self.alpha)'''
 
 
+TASK_NOT_EXAMPLE = ("Write this task's own solution: its own kernel, extension name and function names, and a "
+                    "`ModelNew` whose constructor and `forward` take exactly the arguments of this task's `Model` "
+                    "(the example's `alpha`, `y` and `axpy` belong to the example). Reply with the one Python file, "
+                    "briefly.")
+
+
+def model_interface(task_code: str) -> str | None:
+    """The skeleton of ``ModelNew`` with the task's own interface: ``Model.__init__``'s and ``Model.forward``'s
+    arguments, written as the task writes them, and the constructor's arguments kept as attributes of the same
+    names; None where the task's code has no such class to read (then the prompt says it in words).
+
+    Rationale (2-core CPU, 2026-12-04, the 0.5B GGUF, the 12 small held-out tasks, two replies each): with the worked
+    example alone, 8 of 24 replies kept the example's interface (``__init__(self, alpha)``, ``forward(self, x, y)``)
+    and failed on the task's arguments, and 19 of 24 mentioned its ``axpy``; saying in words to use the task's own
+    arguments (`TASK_NOT_EXAMPLE`) changed nothing (5 of 12)."""
+    import ast
+
+    try:
+        tree = ast.parse(task_code)
+    except SyntaxError:
+        return None
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    methods = {n.name: n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef)}
+    if "forward" not in methods:
+        return None
+
+    def signature(fn: ast.FunctionDef) -> str:
+        return f"({ast.unparse(fn.args)})" + (f" -> {ast.unparse(fn.returns)}" if fn.returns else "")
+
+    lines = ["class ModelNew(nn.Module):"]
+    init = methods.get("__init__")
+    names = [a.arg for a in init.args.args[1:] + init.args.kwonlyargs] if init else []
+    lines += [f"    def __init__{signature(init)}:" if init else "    def __init__(self):",
+              "        super().__init__()", *[f"        self.{n} = {n}" for n in names], "",
+              f"    def forward{signature(methods['forward'])}:",
+              "        ...  # the same result as Model.forward, computed by your CUDA kernel"]
+    return "\n".join(lines)
+
+
 def single_turn_messages(task: Task) -> list[dict[str, str]]:
     """The warm-up prompt: write a whole solution in one response, after one worked example (a task of our own and
     a solution the evaluator builds and accepts in strict mode: `tests/rl/test_rl_single_turn_example.py`).
@@ -91,8 +130,17 @@ def single_turn_messages(task: Task) -> list[dict[str, str]]:
     user = ("Example: this PyTorch module\n\n```python\n" + EXAMPLE_TASK + "\n```\n\nis optimised by this file:\n\n"
             "```python\n" + EXAMPLE_SOLUTION + "\n```\n\n"
             f"Now optimise this PyTorch module (task {task.id}) with custom CUDA kernels in the same way:\n\n"
-            f"```python\n{task.code.rstrip()}\n```")
+            f"```python\n{task.code.rstrip()}\n```\n\n" + _interface_note(task.code))
     return [{"role": "system", "content": SINGLE_TURN_SYSTEM}, {"role": "user", "content": user}]
+
+
+def _interface_note(task_code: str) -> str:
+    skeleton = model_interface(task_code)
+    if skeleton is None:
+        return TASK_NOT_EXAMPLE
+    return ("Write this task's own kernel and extension (not the example's). Your `ModelNew` keeps exactly this "
+            "task's interface; fill in this skeleton:\n\n```python\n" + skeleton + "\n```\n\nReply with the one "
+            "Python file, briefly.")
 
 
 def task_rows(tasks: Iterable[Task], agent_name: str) -> list[dict[str, Any]]:
