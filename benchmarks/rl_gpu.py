@@ -187,7 +187,7 @@ def heldout_pass(run: Run, trainee: Any, scorer: Any, tasks: list[Any], label: s
         with_solution += judged.evaluated
         errors += "eval_error" in (judged.stage, judged_relaxed.stage)  # the judge's failure, not the reply's
         run.sample({"phase": label, "task": task.id, "strict": judged.stage, "relaxed": judged_relaxed.stage,
-                            "reason": judged_relaxed.reason[:300], "text": text})
+                    "reason": judged_relaxed.reason[:300], "text": text})
     n = max(1, len(tasks))
     result = {"strict": strict / n, "relaxed": relaxed / n, "with_solution": with_solution, "tasks": len(tasks),
               "eval_errors": errors, "seconds": round(time.monotonic() - started, 1)}
@@ -264,7 +264,7 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
                 run.eval_errors += 1
                 unjudged += 1
                 run.sample({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": None,
-                                    "stage": judged.stage, "reason": judged.reason[:300], "text": text})
+                            "stage": judged.stage, "reason": judged.reason[:300], "text": text})
                 continue
             reward = judged.reward if judged else -1.0
             passed += bool(judged and judged.correct)
@@ -272,7 +272,7 @@ def warmup_stage(run: Run, trainee: Any, scorer: Any, tasks: list[Any], mode: st
             rewards.append(reward)
             episodes.append(SingleTurnEpisode(prompts[i], reply, [1] * len(reply), reward, text))
             run.sample({"phase": "warmup", "step": step, "task": tasks[i].id, "reward": reward,
-                                "stage": judged.stage if judged else "empty", "text": text})
+                        "stage": judged.stage if judged else "empty", "text": text})
         usable = [ep for ep in episodes if ep.response_ids]
         t0 = time.monotonic()
         stats = update(trainee, usable)
@@ -344,7 +344,7 @@ def agentic_stage(run: Run, trainee: Any, tasks: list[Any], deadline: float) -> 
             rewards = [float(ep.reward) for ep in episodes]
             for ep, k in zip(episodes, range(len(episodes))):
                 run.sample({"phase": "agentic", "step": step, "episode": k, "reward": ep.reward,
-                                    "end": ep.end_reason, "turns": ep.assistant_turns, "malformed": ep.malformed_calls})
+                            "end": ep.end_reason, "turns": ep.assistant_turns, "malformed": ep.malformed_calls})
             run.eval_errors += sum(v["stage"] == "eval_error" for v in backend.verdicts[verdicts_before:])
             record(run, trainee, step_row("agentic", step, stats, rewards, sum(r > 0 for r in rewards),
                                           sum(r >= 2 for r in rewards), backend.stats.evaluations - evals_before,

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar, runtime_checkable
 
+from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.evaluator.result import EvalResult, failure
 from cuda_agent.pool.evaluators import Evaluator
-from cuda_agent.evaluator.config import EvalConfig
 from cuda_agent.pool.job import MAX_JOB_TIMEOUT_S, EvalJob, positive_seconds
 from cuda_agent.pool.worker_process import WorkerFailure, WorkerReply
 from cuda_agent.store.keys import cache_key, library_versions

@@ -767,7 +767,8 @@ class Evaluation:
         # the evaluation's own end must still come in time, the judge's allowance for its own work included
         deadline = self.deadline + self.allowance_left - REFERENCE_CLOCK_MARGIN_S
         if deadline - time.monotonic() < REFERENCE_CLOCK_MIN_S:
-            raise RuntimeError(f"{max(0.0, self.deadline - time.monotonic()):.0f} s of the evaluation were left, too "
+            raise RuntimeError(f"{max(0.0, deadline + REFERENCE_CLOCK_MARGIN_S - time.monotonic()):.0f} s of the "
+                               "evaluation were left (the judge's allowance included), too "
                                "few to evaluate the reference as well (it is measured at the next evaluation)")
         # what this evaluation left reserved in the judge's allocator, given back for the reference's own process
         # (its outputs and graph pool: 6.4 GB a call on L1/19), as before a candidate's
