@@ -181,15 +181,8 @@ def copy_handover(torch: Any, model: Any, sets: list[Any]) -> dict[str, Any]:
                 "null_kernel": calls(False, kernel)}
     out: dict[str, Any] = {}
     for name, run in variants.items():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            run()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
-                run()
+            graph = _captured(torch, run)
         except Exception as exc:  # noqa: BLE001 - a forward that cannot be captured: no graph to compare
             torch.cuda.synchronize()
             return {"error": f"{name}: {type(exc).__name__}: {str(exc)[:300]}"}
@@ -214,6 +207,20 @@ def copies_per_call(label: str, batch: int) -> dict[str, Any]:
     return _target_reply(label, batch, "--copies")
 
 
+def _captured(torch: Any, run: Any) -> Any:
+    """``run`` once on a side stream (per-stream handles and workspaces made), then captured in a CUDA graph, which
+    is returned; raises where it cannot be captured."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        run()
+    return graph
+
+
 def _graphed(torch: Any, model: Any, sets: list[Any]) -> tuple[Any, str]:
     """A function launching the K calls as one CUDA graph's replay (device time only, no host gaps between the
     calls: what the judge's graph clock times), or, where the calls cannot be captured, launched from the host."""
@@ -223,15 +230,7 @@ def _graphed(torch: Any, model: Any, sets: list[Any]) -> tuple[Any, str]:
                 model(*inputs)
 
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            eager()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(graph):
-            for inputs in sets:
-                model(*inputs)
+        graph = _captured(torch, eager)
         graph.replay()
         torch.cuda.synchronize()
         return graph.replay, "graph"
